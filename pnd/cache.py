@@ -1,0 +1,60 @@
+"""A KV-cache holding the conditioned rows and the prior rows of one generation, moved together.
+
+Rows `[0, n)` are the conditioned pass, rows `[n, 2n)` the prior pass of the same sequences. Beam
+reordering, batch expansion and selection apply the same row operation to both halves, so the prior can
+never go stale (the bug of VCD, PAI and transformers' CFG processor, DESIGN.md §4).
+
+Example:
+    >>> cache = PairedCache()
+    >>> cache.is_paired
+    False
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from .prior import PriorPrefill
+
+
+class PairedCache(DynamicCache):
+    """A DynamicCache whose rows are [conditioned rows; prior rows] once `add_prior` was called."""
+
+    prior_attends: torch.Tensor | None = None  # (n, prompt_len) bool, prompt slots the prior rows see
+    prior_position_offset: torch.Tensor | None = None  # prior positions = cond positions - offset
+
+    @property
+    def is_paired(self) -> bool:
+        return self.prior_attends is not None
+
+    def add_prior(self, prior: PriorPrefill) -> None:
+        """Append the prior rows (one copy, at prefill) below the conditioned rows already cached."""
+        for layer, (keys, values) in zip(self.layers, prior.layers):
+            layer.keys = torch.cat([layer.keys, keys.to(layer.keys.dtype)], dim=0)
+            layer.values = torch.cat([layer.values, values.to(layer.values.dtype)], dim=0)
+        self.prior_attends = prior.attends
+        self.prior_position_offset = prior.position_offset
+
+    def _both_halves(self, index: torch.Tensor) -> torch.Tensor:
+        n = self.prior_attends.shape[0]
+        return torch.cat([index, index + n])
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        if not self.is_paired:
+            return super().reorder_cache(beam_idx)
+        super().reorder_cache(self._both_halves(beam_idx.to(self.prior_attends.device)))
+        self.prior_attends = self.prior_attends[beam_idx]
+        self.prior_position_offset = self.prior_position_offset[..., beam_idx]
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if not self.is_paired:
+            return super().batch_select_indices(indices)
+        super().batch_select_indices(self._both_halves(indices))
+        self.prior_attends = self.prior_attends[indices]
+        self.prior_position_offset = self.prior_position_offset[..., indices]
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.is_paired:
+            raise NotImplementedError("pnd: expanding a paired cache after prefill is not supported.")
+        super().batch_repeat_interleave(repeats)

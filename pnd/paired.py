@@ -1,0 +1,180 @@
+"""`attach` / `detach`: run the conditioned and prior rows of `generate` through one forward call.
+
+After `pnd.attach(model)`, a `generate` call whose `logits_processor` holds a `PriorNormalized` uses a
+`PairedCache`: the first forward runs the conditioned prompt as usual and prefills the prior rows on the
+text tokens alone; every later step is one forward call on [conditioned rows; prior rows]. `generate`
+only ever sees the conditioned rows; the prior logits go to the processor.
+
+Example:
+    >>> import pnd
+    >>> from pnd.tiny import tiny_model, tiny_inputs
+    >>> model, processor = tiny_model("llava_onevision")
+    >>> _ = pnd.attach(model)
+    >>> out = model.generate(**tiny_inputs(processor, "llava_onevision"), max_new_tokens=4,
+    ...                      logits_processor=[pnd.PriorNormalized(alpha=0.5)])
+    >>> pnd.detach(model)
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import torch
+
+from .architectures import Architecture, architecture_for
+from .cache import PairedCache
+from .prior import masked_prefill
+from .processor import PriorNormalized
+
+_PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
+_UNSUPPORTED_GENERATE_ARGS = ("assistant_model", "prompt_lookup_num_tokens", "negative_prompt_ids")
+
+
+@dataclass
+class Attachment:
+    """What `attach` put on a model: its architecture, original methods and the running generation."""
+
+    architecture: Architecture
+    forward: callable
+    generate: callable
+    generation: "Generation | None" = None
+
+
+@dataclass
+class Generation:
+    """State of one `generate` call with a PriorNormalized processor."""
+
+    processor: PriorNormalized
+    scores_are_logprobs: bool  # beam search hands processors log-probabilities, greedy/sampling raw logits
+    pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+
+    def record(self, cond_logits: torch.Tensor, prior_logits: torch.Tensor) -> None:
+        """Keep what the processor needs from this forward: log Z of the conditioned logits, prior logits."""
+        self.pending.append((torch.logsumexp(cond_logits.float(), dim=-1, keepdim=True), prior_logits))
+
+    def pop(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.pending:
+            raise RuntimeError(
+                "PriorNormalized found no prior logits for this step: this decoding mode bypasses the paired "
+                "forward (assisted/speculative decoding is not supported)."
+            )
+        return self.pending.pop()
+
+
+def attach(model):
+    """Make `model.generate` honour `PriorNormalized` processors; returns the model. Idempotent."""
+    if hasattr(model, "_pnd"):
+        return model
+    attachment = Attachment(architecture_for(model), model.forward, model.generate)
+
+    @functools.wraps(attachment.forward)
+    def forward(*args, **kwargs):
+        return _paired_forward(model, attachment, *args, **kwargs)
+
+    @functools.wraps(attachment.generate)
+    def generate(*args, **kwargs):
+        return _generate(model, attachment, *args, **kwargs)
+
+    model._pnd = attachment
+    model.forward = forward
+    model.generate = generate
+    return model
+
+
+def detach(model) -> None:
+    """Undo `attach`: the model's own `forward` and `generate` come back."""
+    attachment = getattr(model, "_pnd", None)
+    if attachment is None:
+        return
+    del model.forward, model.generate, model._pnd
+
+
+def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwargs):
+    normalizers = [p for p in (logits_processor or []) if isinstance(p, PriorNormalized)]
+    if not normalizers:
+        return attachment.generate(*args, logits_processor=logits_processor, **kwargs)
+    if len(normalizers) > 1:
+        raise ValueError("Pass one PriorNormalized processor per generate call, not several.")
+    for name in _UNSUPPORTED_GENERATE_ARGS:
+        if kwargs.get(name) is not None:
+            raise ValueError(f"PriorNormalized does not support generate(..., {name}=...): remove it.")
+    config, _ = model._prepare_generation_config(kwargs.get("generation_config"), **_without(kwargs, "generation_config"))
+    processor = normalizers[0]
+    needs_prior = processor.alpha > 0
+    if needs_prior:
+        if config.use_cache is False or config.cache_implementation not in (None, "dynamic"):
+            raise ValueError(
+                "PriorNormalized runs the prior rows in generate's dynamic KV-cache: drop use_cache=False and "
+                f"cache_implementation={config.cache_implementation!r}."
+            )
+        if kwargs.get("past_key_values") is not None:
+            raise ValueError("PriorNormalized creates its own KV-cache: do not pass past_key_values to generate.")
+        kwargs["past_key_values"] = PairedCache(config=model.config.get_text_config(decoder=True))
+    generation = Generation(processor, scores_are_logprobs=config.num_beams > 1)
+    attachment.generation = generation if needs_prior else None
+    processor._generation = generation
+    try:
+        return attachment.generate(*args, logits_processor=logits_processor, **kwargs)
+    finally:
+        attachment.generation = None
+        processor._generation = None
+
+
+def _without(mapping: dict, key: str) -> dict:
+    return {k: v for k, v in mapping.items() if k != key}
+
+
+def _paired_forward(model, attachment: Attachment, *args, **kwargs):
+    generation = attachment.generation
+    cache = kwargs.get("past_key_values")
+    if generation is None or not isinstance(cache, PairedCache):
+        return attachment.forward(*args, **kwargs)
+    if args:
+        raise TypeError("pnd's paired forward takes keyword arguments only (as generate passes them).")
+    if not cache.is_paired:
+        return _prefill(model, attachment, generation, cache, kwargs)
+    return _decode_step(attachment, generation, cache, kwargs)
+
+
+def _prefill(model, attachment, generation, cache, kwargs):
+    """Conditioned prompt as usual, then the prior rows on the text tokens alone, appended to the cache."""
+    input_ids = kwargs.get("input_ids")
+    if input_ids is None or kwargs.get("position_ids") is None:
+        raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")
+    outputs = attachment.forward(**kwargs)
+    prior = masked_prefill(
+        model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], generation.processor.prior
+    )
+    cache.add_prior(prior)
+    generation.record(outputs.logits[:, -1], prior.logits)
+    return outputs
+
+
+def _decode_step(attachment, generation, cache, kwargs):
+    """One forward call on [conditioned rows; prior rows]; generate only sees the conditioned logits."""
+    input_ids = kwargs["input_ids"]
+    n, step = input_ids.shape
+    total = cache.get_seq_length() + step
+    cond_mask = kwargs.get("attention_mask")
+    if cond_mask is None:
+        cond_mask = torch.ones(n, total, dtype=torch.long, device=input_ids.device)
+    prior_mask = cond_mask.clone()
+    prompt_len = cache.prior_attends.shape[1]
+    prior_mask[:, :prompt_len] *= cache.prior_attends.to(prior_mask.dtype)
+
+    paired = dict(kwargs)
+    for key in _PER_ROW_INPUTS:
+        if kwargs.get(key) is not None and key != "attention_mask":
+            paired[key] = torch.cat([kwargs[key], kwargs[key]])
+    paired["attention_mask"] = torch.cat([cond_mask, prior_mask])
+    positions = kwargs["position_ids"]
+    batch_dim = 0 if positions.ndim == 2 else 1
+    prior_positions = positions - cache.prior_position_offset.unsqueeze(-1)
+    paired["position_ids"] = torch.cat([positions, prior_positions], dim=batch_dim)
+
+    outputs = attachment.forward(**paired)
+    logits = outputs.logits
+    outputs.logits = outputs.logits[:n]
+    generation.record(outputs.logits[:, -1], logits[n:, -1])
+    return outputs

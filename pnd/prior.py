@@ -1,0 +1,142 @@
+"""The prior P(t) = P(t | v_empty): the same tokens with every visual position masked out (DESIGN.md §1).
+
+The masked prior never needs pixels or the vision tower: its prefill runs the language model on the
+text tokens only, with the position ids they have in the conditioned pass, and lays the result out in a
+KV-cache of the conditioned pass's length (visual slots zero and masked).
+
+Example:
+    >>> import pnd, torch
+    >>> from pnd.tiny import tiny_model, tiny_inputs
+    >>> model, processor = tiny_model("llava_onevision")
+    >>> inputs = tiny_inputs(processor, "llava_onevision")
+    >>> pnd.prior_logits(model, **inputs).shape[0]
+    1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from .architectures import Architecture, architecture_for
+
+PRIOR_MODES = ("masked", "text", "blank")
+
+
+@dataclass
+class PriorPrefill:
+    """The prior rows after the prompt: next-token logits, KV per layer, and how to extend them."""
+
+    logits: torch.Tensor  # (batch, vocab) logits for the first generated token
+    layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), full prompt length
+    attends: torch.Tensor  # (batch, prompt_len) bool: prompt slots the prior rows may attend to
+    position_offset: torch.Tensor  # cond positions minus prior positions of generated tokens
+
+
+def gather_positions(position_ids: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Select sequence slots `index` (batch, n) from position ids shaped (batch, L) or (rows, batch, L)."""
+    if position_ids.ndim == 2:
+        return position_ids.gather(1, index)
+    return position_ids.gather(2, index.expand(position_ids.shape[0], -1, -1))
+
+
+def default_position_ids(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs) -> torch.Tensor:
+    """The position ids `generate` gives the conditioned pass (M-RoPE rows included for Qwen2-VL)."""
+    model_kwargs = {"attention_mask": attention_mask, **kwargs}
+    base = model.model
+    saved_rope_deltas = getattr(base, "rope_deltas", None)  # Qwen2-VL keeps shared state here: restore it
+    try:
+        return model._prepare_position_ids_for_generation(input_ids, model_kwargs)
+    finally:
+        if hasattr(base, "rope_deltas"):
+            base.rope_deltas = saved_rope_deltas
+
+
+def text_slots(architecture: Architecture, config, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+    """(attended text-token mask, visual-token mask), with the errors DESIGN.md §3.7 asks for."""
+    visual = architecture.visual_mask(config, input_ids)
+    if not bool(visual.any(dim=1).all()):
+        rows = (~visual.any(dim=1)).nonzero().flatten().tolist()
+        raise ValueError(
+            f"No visual tokens in prompt row(s) {rows}: prior normalization needs an image or video "
+            "placeholder in every prompt. Build the inputs with the model's processor from a prompt that "
+            "contains the image/video (e.g. processor.apply_chat_template with a {'type': 'video'} part)."
+        )
+    text = attention_mask.bool() & ~visual
+    if not bool(text[:, -1].all()):
+        raise ValueError(
+            "A prompt ends with a visual token: the prior has no text token to predict from. End the prompt "
+            "with text, e.g. apply_chat_template(..., add_generation_prompt=True)."
+        )
+    return text, visual
+
+
+def masked_prefill(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    position_ids: torch.Tensor,
+    mode: str = "masked",
+) -> PriorPrefill:
+    """Prefill the prior rows on the text tokens alone ("masked": original positions; "text": renumbered)."""
+    architecture = architecture_for(model)
+    batch, length = input_ids.shape
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    text, _ = text_slots(architecture, model.config, input_ids, attention_mask)
+
+    # Compact each row to its text tokens, left-padded to the longest row, order kept.
+    n_text = int(text.sum(dim=1).max())
+    index = torch.sort(text.to(torch.int8), dim=1, stable=True).indices[:, length - n_text :]
+    compact_mask = text.gather(1, index)
+    if mode == "text":
+        renumbered = (compact_mask.long().cumsum(-1) - 1).clamp(min=0)
+        compact_positions = renumbered if position_ids.ndim == 2 else renumbered.expand(position_ids.shape[0], -1, -1)
+    else:
+        compact_positions = gather_positions(position_ids, index)
+
+    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+    hidden = model.model.language_model(
+        input_ids=input_ids.gather(1, index),
+        attention_mask=compact_mask.long(),
+        position_ids=compact_positions,
+        past_key_values=cache,
+        use_cache=True,
+    ).last_hidden_state
+    logits = model.get_output_embeddings()(hidden[:, -1])
+
+    layers = []
+    for layer in cache.layers:
+        slots = index[:, None, :, None].expand_as(layer.keys)
+        full_shape = (batch, layer.keys.shape[1], length, layer.keys.shape[-1])
+        keys = layer.keys.new_zeros(full_shape).scatter_(2, slots, layer.keys)
+        values = layer.values.new_zeros(full_shape).scatter_(2, slots, layer.values)
+        layers.append((keys, values))
+    offset = position_ids[..., -1] - compact_positions[..., -1]
+    return PriorPrefill(logits=logits, layers=layers, attends=text, position_offset=offset)
+
+
+@torch.no_grad()
+def prior_logits(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    position_ids: torch.Tensor | None = None,
+    mode: str = "masked",
+    **inputs,
+) -> torch.Tensor:
+    """Next-token logits of the prior for a processor's inputs; pixel inputs are accepted and ignored.
+
+    `mode="masked"` is the canonical prior (DESIGN.md §1); `"text"` drops the visual tokens and
+    renumbers positions. Returns a (batch, vocab) tensor.
+    """
+    if mode not in ("masked", "text"):
+        raise ValueError(f"prior_logits supports mode 'masked' or 'text', got {mode!r}.")
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    if position_ids is None:
+        metadata = {k: v for k, v in inputs.items() if not k.startswith("pixel_values")}
+        position_ids = default_position_ids(model, input_ids, attention_mask, **metadata)
+    return masked_prefill(model, input_ids, attention_mask, position_ids, mode).logits

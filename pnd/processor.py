@@ -1,0 +1,81 @@
+"""`PriorNormalized`: subtract alpha * log P(t) from the model's log-probabilities at every step.
+
+    s_k(w) = log_softmax(logits_cond)[w] - alpha * log_softmax(logits_prior)[w]      (DESIGN.md §1)
+
+The prior logits come from the paired forward that `pnd.attach(model)` installs.
+
+Example:
+    >>> import pnd
+    >>> from pnd.tiny import tiny_model, tiny_inputs
+    >>> model, processor = tiny_model("qwen2_vl")
+    >>> _ = pnd.attach(model)
+    >>> out = model.generate(**tiny_inputs(processor, "qwen2_vl"), max_new_tokens=4, do_sample=False,
+    ...                      logits_processor=[pnd.PriorNormalized(alpha=0.5, plausibility=0.1)])
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from transformers import LogitsProcessor
+
+_MODES = ("masked", "text", "blank")
+_FLOOR = -1e30  # a prior log-probability of -inf would turn into +inf: keep it finite
+
+
+class PriorNormalized(LogitsProcessor):
+    """Prior-normalized decoding for vision-language models (BLiM's Candidate Prior Normalization).
+
+    Args:
+        alpha: weight of the prior in [0, 1]; 0 leaves the scores untouched (plain decoding).
+        prior: "masked" (default: visual tokens masked out of attention, positions kept), "text"
+            (visual tokens dropped, positions renumbered) or "blank" (reserved, not implemented).
+        plausibility: optional beta in (0, 1]; tokens whose conditioned probability is below beta times
+            the most likely token's are set to -inf first (VCD's adaptive plausibility constraint).
+
+    The output is `log P(w | v) - alpha * log P(w)` with the conditioned distribution normalized over
+    the model's own logits (greedy/sampling receive raw logits, beam search log-probabilities): tokens
+    that an earlier processor set to -inf stay at -inf and are not renormalized away, as in plain beam
+    search.
+    """
+
+    def __init__(self, alpha: float, *, prior: str = "masked", plausibility: float | None = None):
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 0 <= alpha <= 1:
+            raise ValueError(f"alpha must be a finite number in [0, 1], got {alpha!r}. Typical values: 0.5 for "
+                             "generation, 0.8-1.0 for retrieval.")
+        if prior not in _MODES or prior == "blank":
+            raise ValueError(f"prior must be 'masked' or 'text', got {prior!r}.")
+        if plausibility is not None and (
+            isinstance(plausibility, bool) or not isinstance(plausibility, (int, float)) or not 0 < plausibility <= 1
+        ):
+            raise ValueError(f"plausibility must be None or a number in (0, 1], got {plausibility!r}.")
+        self.alpha = float(alpha)
+        self.prior = prior
+        self.plausibility = plausibility
+        self._generation = None  # set by the attached model's generate for the duration of the call
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        generation = self._generation
+        if generation is None:
+            raise RuntimeError(
+                "PriorNormalized needs the prior pass of an attached model: call pnd.attach(model) once, then "
+                "model.generate(..., logits_processor=[PriorNormalized(alpha)])."
+            )
+        x = scores.float()
+        out = x
+        if self.alpha > 0:
+            cond_log_z, prior = generation.pop()
+            prior = prior.to(x.device, torch.float32)
+            if prior.shape != x.shape:
+                raise RuntimeError(f"pnd: prior logits {tuple(prior.shape)} do not match scores {tuple(x.shape)}.")
+            log_prior = torch.log_softmax(prior, dim=-1).clamp(min=_FLOOR)
+            log_cond = x if generation.scores_are_logprobs else x - cond_log_z.to(x.device)
+            out = (log_cond - self.alpha * log_prior).masked_fill(torch.isneginf(x), -math.inf)
+        if self.plausibility is not None:
+            cutoff = x.amax(dim=-1, keepdim=True) + math.log(self.plausibility)
+            out = out.masked_fill(x < cutoff, -math.inf)
+        return out
+
+    def __repr__(self) -> str:
+        return f"PriorNormalized(alpha={self.alpha}, prior={self.prior!r}, plausibility={self.plausibility})"

@@ -1,0 +1,214 @@
+"""Tiny random-weight models of the real supported architectures, built offline from configs.
+
+Used by the tests, the benchmarks and the quickstart example: no hub, no downloads.
+
+Example:
+    >>> from pnd.tiny import tiny_model
+    >>> model, processor = tiny_model("llava_onevision")
+    >>> model.config.model_type
+    'llava_onevision'
+"""
+
+from __future__ import annotations
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+_CORPUS = (
+    "a red circle moves left. a blue square moves right. a green triangle moves up. "
+    "the video shows a yellow star moving down. describe the video. what colour is the shape? "
+    "answer with one word. yes no maybe. the cat sat on the mat and the dog ran in the park. "
+    "system user assistant you are a helpful assistant."
+).split(". ")
+
+_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}{{ image_placeholder }}"
+    "{% elif part['type'] == 'video' %}{{ video_placeholder }}"
+    "{% else %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 320) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer trained on a few sentences, with the given special tokens."""
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *special_tokens]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_CORPUS, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        padding_side="left",
+        extra_special_tokens={},
+    )
+
+
+def _scale_attention(model: torch.nn.Module, factor: float) -> None:
+    """Sharpen attention and logits so that position or masking bugs change the tokens.
+
+    At random init attention is nearly uniform (DESIGN.md §7): scaling q/k and lm_head fixes that.
+    """
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "language_model" in name and name.endswith(("q_proj.weight", "k_proj.weight")):
+                param.mul_(factor)
+        model.get_output_embeddings().weight.mul_(factor)
+
+
+def _llava_onevision(seed: int):
+    from transformers import (
+        LlavaOnevisionConfig,
+        LlavaOnevisionForConditionalGeneration,
+        LlavaOnevisionImageProcessor,
+        LlavaOnevisionProcessor,
+        LlavaOnevisionVideoProcessor,
+    )
+
+    tokenizer = tiny_tokenizer(["<image>", "<video>"])
+    size = {"height": 32, "width": 32}
+    config = LlavaOnevisionConfig(
+        vision_config=dict(
+            model_type="siglip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=2, image_size=32, patch_size=8,
+        ),
+        text_config=dict(
+            model_type="qwen2", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        ),
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        video_token_index=tokenizer.convert_tokens_to_ids("<video>"),
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="full",
+        image_grid_pinpoints=[[32, 32], [32, 64], [64, 32]],
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = LlavaOnevisionForConditionalGeneration(config).eval()
+    processor = LlavaOnevisionProcessor(
+        image_processor=LlavaOnevisionImageProcessor(size=size, image_grid_pinpoints=config.image_grid_pinpoints),
+        video_processor=LlavaOnevisionVideoProcessor(size=size),
+        tokenizer=tokenizer,
+        num_image_tokens=(32 // 8) ** 2,
+        vision_feature_select_strategy="full",
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<image>").replace(
+            "{{ video_placeholder }}", "<video>"
+        ),
+    )
+    return model, processor
+
+
+def _qwen2_vl(seed: int, model_type: str = "qwen2_vl"):
+    from transformers import AutoConfig, AutoModelForImageTextToText, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+    from transformers import Qwen2VLProcessor
+
+    tokenizer = tiny_tokenizer(["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"])
+    vision = dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2, patch_size=14, spatial_merge_size=2,
+                  temporal_patch_size=2, in_channels=3)
+    if model_type == "qwen2_5_vl":
+        vision = dict(depth=2, hidden_size=32, out_hidden_size=64, intermediate_size=64, num_heads=2, patch_size=14,
+                      spatial_merge_size=2, temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1])
+    config = AutoConfig.for_model(
+        model_type,
+        text_config=dict(
+            vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+            rope_parameters={"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0},
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
+        ),
+        vision_config=vision,
+        image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
+        video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
+        vision_start_token_id=tokenizer.convert_tokens_to_ids("<|vision_start|>"),
+        vision_end_token_id=tokenizer.convert_tokens_to_ids("<|vision_end|>"),
+    )
+    torch.manual_seed(seed)
+    model = AutoModelForImageTextToText.from_config(config).eval()
+    pixels = dict(min_pixels=56 * 56, max_pixels=56 * 56)
+    processor = Qwen2VLProcessor(
+        image_processor=Qwen2VLImageProcessor(**pixels),
+        video_processor=Qwen2VLVideoProcessor(**pixels, cap_pixels_per_frame=True),
+        tokenizer=tokenizer,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|vision_start|><|image_pad|><|vision_end|>")
+        .replace("{{ video_placeholder }}", "<|vision_start|><|video_pad|><|vision_end|>"),
+    )
+    return model, processor
+
+
+def _llava(seed: int):
+    from transformers import CLIPImageProcessor, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+
+    tokenizer = tiny_tokenizer(["<image>"])
+    config = LlavaConfig(
+        vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, image_size=32, patch_size=8, projection_dim=32),
+        text_config=dict(model_type="llama", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=1024, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, bos_token_id=None),
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+    )
+    torch.manual_seed(seed)
+    model = LlavaForConditionalGeneration(config).eval()
+    processor = LlavaProcessor(
+        image_processor=CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
+        tokenizer=tokenizer,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<image>"),
+    )
+    return model, processor
+
+
+_BUILDERS = {
+    "llava_onevision": _llava_onevision,
+    "qwen2_vl": lambda seed: _qwen2_vl(seed, "qwen2_vl"),
+    "qwen2_5_vl": lambda seed: _qwen2_vl(seed, "qwen2_5_vl"),
+    "llava": _llava,
+}
+TINY_ARCHITECTURES = tuple(_BUILDERS)
+VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl")
+
+
+def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0):
+    """(model, processor) of a tiny random-weight model of `model_type` (one of TINY_ARCHITECTURES)."""
+    model, processor = _BUILDERS[model_type](seed)
+    _scale_attention(model, sharpen)
+    return model, processor
+
+
+def random_video(seed: int, frames: int = 4, size: int = 56) -> torch.Tensor:
+    """A (frames, 3, size, size) uint8 video of random pixels."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (frames, 3, size, size), dtype=torch.uint8, generator=generator)
+
+
+def tiny_inputs(processor, model_type: str, prompts=("Describe the video.",), seed: int = 0, image: bool = False):
+    """Processor outputs for one visual input per prompt (video, or image for LLaVA-1.5 / image=True)."""
+    kind = "image" if image or model_type not in VIDEO_ARCHITECTURES else "video"
+    texts = [
+        processor.apply_chat_template(
+            [{"role": "user", "content": [{"type": kind}, {"type": "text", "text": prompt}]}],
+            add_generation_prompt=True,
+        )
+        for prompt in prompts
+    ]
+    visuals = [random_video(seed + i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]
+    if kind == "image":
+        return processor(text=texts, images=[v[0] for v in visuals], return_tensors="pt", padding=True)
+    return processor(text=texts, videos=visuals, return_tensors="pt", padding=True)

@@ -1,0 +1,30 @@
+import functools
+
+import pytest
+import torch
+
+from pnd.tiny import tiny_model
+
+torch.set_num_threads(2)
+
+
+@functools.lru_cache(maxsize=None)
+def _cached(model_type):
+    return tiny_model(model_type)
+
+
+@pytest.fixture
+def tiny():
+    """tiny("qwen2_vl") -> (model, processor); models are built once per session and detached after a test."""
+    import pnd
+
+    used = []
+
+    def get(model_type):
+        model, processor = _cached(model_type)
+        used.append(model)
+        return model, processor
+
+    yield get
+    for model in used:
+        pnd.detach(model)

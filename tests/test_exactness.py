@@ -1,0 +1,127 @@
+"""DESIGN.md §3.1-3.4: pnd's decoding equals a brute-force reference in every decoding mode."""
+
+import pytest
+import torch
+
+import pnd
+from pnd.tiny import TINY_ARCHITECTURES, tiny_inputs
+
+from reference import forced_scores, full_logits, greedy
+
+PROMPTS = ("Describe the video.", "what colour is the shape? answer with one word.")
+STEPS = 6
+
+
+def generate(model, inputs, alpha, **kwargs):
+    pnd.attach(model)
+    kwargs.setdefault("do_sample", False)
+    return model.generate(
+        **inputs, max_new_tokens=STEPS, logits_processor=[pnd.PriorNormalized(alpha)],
+        return_dict_in_generate=True, output_scores=True, **kwargs,
+    )
+
+
+@pytest.mark.parametrize("model_type", TINY_ARCHITECTURES)
+def test_greedy_matches_brute_force(tiny, model_type):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    out = generate(model, inputs, alpha=0.7, min_new_tokens=STEPS)
+    ref_tokens, ref_scores = greedy(model, inputs, 0.7, STEPS)
+    assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1] :], ref_tokens)
+    for got, want in zip(out.scores, ref_scores):
+        finite = torch.isfinite(got)
+        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("model_type", TINY_ARCHITECTURES)
+def test_normalization_changes_decoding(tiny, model_type):
+    """Guard against a vacuous reference: at alpha=1 the prior must change some token here."""
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    plain, _ = greedy(model, inputs, 0.0, STEPS)
+    normalized, _ = greedy(model, inputs, 1.0, STEPS)
+    assert not torch.equal(plain, normalized)
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+@pytest.mark.parametrize("mode", ["greedy", "beam", "sample"])
+def test_alpha_zero_is_plain_generate(tiny, model_type, mode):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    kwargs = {"greedy": {}, "beam": {"num_beams": 3}, "sample": {"do_sample": True, "top_k": 20}}[mode]
+    torch.manual_seed(0)
+    plain = model.generate(**inputs, max_new_tokens=STEPS, return_dict_in_generate=True, output_scores=True,
+                           **{"do_sample": False, **kwargs})
+    torch.manual_seed(0)
+    ours = generate(model, inputs, alpha=0.0, **kwargs)
+    assert torch.equal(plain.sequences, ours.sequences)
+    for a, b in zip(plain.scores, ours.scores):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "llava"])
+def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
+    model, processor = tiny(model_type)
+    batch = tiny_inputs(processor, model_type, PROMPTS)
+    assert (batch["attention_mask"] == 0).any(), "prompts of different lengths must be left-padded"
+    together = generate(model, batch, alpha=0.5, min_new_tokens=STEPS).sequences[:, -STEPS:]
+    for i, prompt in enumerate(PROMPTS):
+        alone = tiny_inputs(processor, model_type, (prompt,), seed=i)
+        assert torch.equal(generate(model, alone, alpha=0.5, min_new_tokens=STEPS).sequences[0, -STEPS:], together[i])
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    alpha, prompt_len = 0.6, inputs["input_ids"].shape[1]
+    out = generate(model, inputs, alpha, num_beams=3, num_return_sequences=2, length_penalty=1.0)
+    eos, pad = model.generation_config.eos_token_id, model.generation_config.pad_token_id
+    row_inputs = {k: v.repeat_interleave(2, 0) for k, v in inputs.items() if k in ("input_ids", "attention_mask", "mm_token_type_ids")}
+    pixel_inputs = {k: v for k, v in inputs.items() if k not in row_inputs}
+    for row in range(out.sequences.shape[0]):
+        generated = out.sequences[row, prompt_len:]
+        length = int((generated == eos).nonzero()[0, 0]) + 1 if (generated == eos).any() else len(generated)
+        one = {k: v[row : row + 1] for k, v in row_inputs.items()} | _pixels_of(pixel_inputs, row // 2, model_type)
+        scores = forced_scores(model, one, generated[None, :length], alpha)[0]
+        total = scores.gather(1, generated[:length, None]).sum()
+        torch.testing.assert_close(out.sequences_scores[row], total / length, atol=1e-4, rtol=0)
+        assert (generated[length:] == pad).all()
+
+
+def _pixels_of(pixel_inputs, index, model_type):
+    """The visual inputs of prompt `index` alone (Qwen2-VL flattens patches of all videos together)."""
+    if "video_grid_thw" in pixel_inputs:
+        grid = pixel_inputs["video_grid_thw"]
+        sizes = grid.prod(-1).tolist()
+        start = sum(sizes[:index])
+        return {"video_grid_thw": grid[index : index + 1],
+                "pixel_values_videos": pixel_inputs["pixel_values_videos"][start : start + sizes[index]]}
+    return {k: v[index : index + 1] for k, v in pixel_inputs.items()}
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+def test_sampling_scores_are_reference_scores(tiny, model_type):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    torch.manual_seed(3)
+    out = generate(model, inputs, alpha=0.5, do_sample=True, top_k=0, top_p=1.0, temperature=1.0, min_new_tokens=STEPS)
+    generated = out.sequences[:, inputs["input_ids"].shape[1] :]
+    reference = forced_scores(model, inputs, generated, 0.5)
+    got = torch.stack(out.scores, 1)
+    finite = torch.isfinite(got)
+    torch.testing.assert_close(got[finite], reference[finite], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+def test_prior_ignores_pixels_and_equals_masked_forward(tiny, model_type):
+    model, processor = tiny(model_type)
+    a = tiny_inputs(processor, model_type, PROMPTS, seed=0)
+    b = tiny_inputs(processor, model_type, PROMPTS, seed=10)
+    pixels = [k for k in a if k.startswith("pixel_values")]
+    assert not torch.equal(a[pixels[0]], b[pixels[0]])
+    prior_a, prior_b = pnd.prior_logits(model, **a), pnd.prior_logits(model, **b)
+    no_pixels = pnd.prior_logits(model, **{k: v for k, v in a.items() if k not in pixels})
+    assert torch.equal(prior_a, prior_b) and torch.equal(prior_a, no_pixels)
+    torch.testing.assert_close(prior_a.float(), full_logits(model, a, a["input_ids"], prior=True), atol=1e-4, rtol=0)
+    assert not torch.allclose(prior_a.float(), full_logits(model, a, a["input_ids"], prior=False), atol=1e-2)
