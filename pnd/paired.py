@@ -24,7 +24,7 @@ import torch
 
 from .architectures import Architecture, architecture_for
 from .cache import PairedCache
-from .prior import masked_prefill
+from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
 from .processor import PriorNormalized
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
@@ -47,6 +47,7 @@ class Generation:
 
     processor: PriorNormalized
     scores_are_logprobs: bool  # beam search hands processors log-probabilities, greedy/sampling raw logits
+    blank_outputs: dict | None = None  # vision-tower outputs of blank frames, for prior="blank"
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
     def record(self, cond_logits: torch.Tensor, prior_logits: torch.Tensor) -> None:
@@ -112,6 +113,9 @@ def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwa
             raise ValueError("PriorNormalized creates its own KV-cache: do not pass past_key_values to generate.")
         kwargs["past_key_values"] = PairedCache(config=model.config.get_text_config(decoder=True))
     generation = Generation(processor, scores_are_logprobs=config.num_beams > 1)
+    if needs_prior and processor.prior == "blank":
+        expand_size = max(config.num_beams, config.num_return_sequences)
+        generation.blank_outputs = blank_encoder_outputs(model, attachment.architecture, kwargs, expand_size)
     attachment.generation = generation if needs_prior else None
     processor._generation = generation
     try:
@@ -143,9 +147,12 @@ def _prefill(model, attachment, generation, cache, kwargs):
     if input_ids is None or kwargs.get("position_ids") is None:
         raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")
     outputs = attachment.forward(**kwargs)
-    prior = masked_prefill(
-        model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], generation.processor.prior
-    )
+    if generation.blank_outputs is not None:
+        prior = blank_prefill(model, attachment.forward, kwargs, generation.blank_outputs)
+    else:
+        prior = masked_prefill(
+            model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], generation.processor.prior
+        )
     cache.add_prior(prior)
     generation.record(outputs.logits[:, -1], prior.logits)
     return outputs

@@ -118,6 +118,28 @@ def masked_prefill(
     return PriorPrefill(logits=logits, layers=layers, attends=text, position_offset=offset)
 
 
+def blank_encoder_outputs(model, architecture: Architecture, generate_kwargs: dict, expand_size: int) -> dict:
+    """Vision-tower outputs for all-zero pixel inputs (uniform frames), laid out as `generate` lays out its own."""
+    blank = {k: torch.zeros_like(generate_kwargs[k]) for k in architecture.pixel_keys if generate_kwargs.get(k) is not None}
+    if not blank:
+        raise ValueError("prior='blank' needs the pixel inputs (pixel_values / pixel_values_videos) in generate(...).")
+    encoded = model._prepare_multimodal_encoder_kwargs_for_generation({**generate_kwargs, **blank})["mm_encoder_outputs"]
+    if expand_size > 1:
+        encoded = model._expand_multimodal_outputs(generate_kwargs["input_ids"], encoded, expand_size=expand_size)
+    return encoded
+
+
+def blank_prefill(model, forward, prefill_kwargs: dict, blank_outputs: dict) -> PriorPrefill:
+    """Prefill the prior rows through the whole model with blank frames in place of the real ones."""
+    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+    outputs = forward(**{**prefill_kwargs, "mm_encoder_outputs": blank_outputs, "past_key_values": cache})
+    input_ids, attention_mask = prefill_kwargs["input_ids"], prefill_kwargs.get("attention_mask")
+    attends = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+    offset = torch.zeros_like(prefill_kwargs["position_ids"][..., -1])
+    layers = [(layer.keys, layer.values) for layer in cache.layers]
+    return PriorPrefill(logits=outputs.logits[:, -1], layers=layers, attends=attends, position_offset=offset)
+
+
 @torch.no_grad()
 def prior_logits(
     model,
@@ -130,7 +152,8 @@ def prior_logits(
     """Next-token logits of the prior for a processor's inputs; pixel inputs are accepted and ignored.
 
     `mode="masked"` is the canonical prior (DESIGN.md §1); `"text"` drops the visual tokens and
-    renumbers positions. Returns a (batch, vocab) tensor.
+    renumbers positions. Returns a (batch, vocab) tensor. (The "blank" mode needs the vision tower and is
+    only available while decoding.)
     """
     if mode not in ("masked", "text"):
         raise ValueError(f"prior_logits supports mode 'masked' or 'text', got {mode!r}.")

@@ -29,8 +29,11 @@ class PriorNormalized(LogitsProcessor):
 
     Args:
         alpha: weight of the prior in [0, 1]; 0 leaves the scores untouched (plain decoding).
-        prior: "masked" (default: visual tokens masked out of attention, positions kept), "text"
-            (visual tokens dropped, positions renumbered) or "blank" (reserved, not implemented).
+        prior: how the visual condition is removed. "masked" (default, BLiM): visual tokens masked out of
+            attention, every other token keeps its position; no pixels, no vision tower. "text": visual
+            tokens dropped and positions renumbered (the prompt as if it had no image). "blank": the
+            vision tower sees uniform frames (all-zero pixel inputs after the processor's normalization,
+            i.e. mean-colour frames) in place of the real ones; it measures what "some video" implies.
         plausibility: optional beta in (0, 1]; tokens whose conditioned probability is below beta times
             the most likely token's are set to -inf first (VCD's adaptive plausibility constraint).
 
@@ -44,8 +47,8 @@ class PriorNormalized(LogitsProcessor):
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 0 <= alpha <= 1:
             raise ValueError(f"alpha must be a finite number in [0, 1], got {alpha!r}. Typical values: 0.5 for "
                              "generation, 0.8-1.0 for retrieval.")
-        if prior not in _MODES or prior == "blank":
-            raise ValueError(f"prior must be 'masked' or 'text', got {prior!r}.")
+        if prior not in _MODES:
+            raise ValueError(f"prior must be one of {', '.join(map(repr, _MODES))}, got {prior!r}.")
         if plausibility is not None and (
             isinstance(plausibility, bool) or not isinstance(plausibility, (int, float)) or not 0 < plausibility <= 1
         ):

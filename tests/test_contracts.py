@@ -155,7 +155,7 @@ def test_bad_alpha(alpha):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"prior": "nothing"}, "prior must be"), ({"plausibility": 0}, "plausibility must be"),
+    ({"prior": "nothing"}, "prior must be one of"), ({"plausibility": 0}, "plausibility must be"),
     ({"plausibility": 2.0}, "plausibility must be"),
 ])
 def test_bad_options(kwargs, message):
@@ -210,3 +210,19 @@ def test_two_normalizers_in_one_call(tiny):
 def test_processor_outside_generate():
     with pytest.raises(RuntimeError, match=r"call pnd\.attach\(model\)"):
         pnd.PriorNormalized(0.5)(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 10))
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+def test_blank_prior_mode_is_the_model_on_blank_frames(tiny, model_type):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    blank = {k: (torch.zeros_like(v) if k.startswith("pixel_values") else v) for k, v in inputs.items()}
+    out = run(model, inputs, [pnd.PriorNormalized(0.8, prior="blank")], min_new_tokens=4, max_new_tokens=4)
+    ids = inputs["input_ids"]
+    for scores in out.scores:
+        cond = torch.log_softmax(full_logits(model, inputs, ids, prior=False), -1)
+        prior = torch.log_softmax(full_logits(model, blank, ids, prior=False), -1)
+        finite = torch.isfinite(scores)
+        torch.testing.assert_close(scores[finite], (cond - 0.8 * prior)[finite], atol=1e-4, rtol=0)
+        ids = torch.cat([ids, (cond - 0.8 * prior).argmax(-1, keepdim=True)], 1)
+    assert torch.equal(out.sequences, ids)
