@@ -125,3 +125,26 @@ def test_prior_ignores_pixels_and_equals_masked_forward(tiny, model_type):
     assert torch.equal(prior_a, prior_b) and torch.equal(prior_a, no_pixels)
     torch.testing.assert_close(prior_a.float(), full_logits(model, a, a["input_ids"], prior=True), atol=1e-4, rtol=0)
     assert not torch.allclose(prior_a.float(), full_logits(model, a, a["input_ids"], prior=False), atol=1e-2)
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen2_5_vl"])
+def test_image_prompts_match_brute_force(tiny, model_type):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS, image=True)
+    out = generate(model, inputs, alpha=0.7, min_new_tokens=STEPS)
+    ref_tokens, _ = greedy(model, inputs, 0.7, STEPS)
+    assert torch.equal(out.sequences[:, -STEPS:], ref_tokens)
+
+
+def test_videos_of_different_lengths_in_one_batch(tiny):
+    from pnd.tiny import random_video
+
+    model, processor = tiny("qwen2_vl")
+    texts = [processor.apply_chat_template([{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": t}]}],
+                                           add_generation_prompt=True) for t in PROMPTS]
+    videos = [random_video(1, frames=4, size=56), random_video(2, frames=8, size=84)]
+    inputs = processor(text=texts, videos=videos, return_tensors="pt", padding=True)
+    assert inputs["video_grid_thw"][0, 0] != inputs["video_grid_thw"][1, 0]
+    out = generate(model, inputs, alpha=0.7, min_new_tokens=STEPS)
+    ref_tokens, _ = greedy(model, inputs, 0.7, STEPS)
+    assert torch.equal(out.sequences[:, -STEPS:], ref_tokens)
