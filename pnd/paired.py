@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -36,8 +37,8 @@ class Attachment:
     """What `attach` put on a model: its architecture, original methods and the running generation."""
 
     architecture: Architecture
-    forward: callable
-    generate: callable
+    forward: Callable
+    generate: Callable
     generation: "Generation | None" = None
 
 
@@ -144,8 +145,10 @@ def _paired_forward(model, attachment: Attachment, *args, **kwargs):
 def _prefill(model, attachment, generation, cache, kwargs):
     """Conditioned prompt as usual, then the prior rows on the text tokens alone, appended to the cache."""
     input_ids = kwargs.get("input_ids")
-    if input_ids is None or kwargs.get("position_ids") is None:
+    if input_ids is None:
         raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")
+    if kwargs.get("position_ids") is None:
+        raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
     outputs = attachment.forward(**kwargs)
     if generation.blank_outputs is not None:
         prior = blank_prefill(model, attachment.forward, kwargs, generation.blank_outputs)
