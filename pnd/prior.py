@@ -55,7 +55,7 @@ def default_position_ids(model, input_ids: torch.Tensor, attention_mask: torch.T
 
 
 def text_slots(architecture: Architecture, config, input_ids: torch.Tensor, attention_mask: torch.Tensor):
-    """(attended text-token mask, visual-token mask), with the errors DESIGN.md §3.7 asks for."""
+    """Mask of the attended text tokens (what the prior sees), with the errors DESIGN.md §3.7 asks for."""
     visual = architecture.visual_mask(config, input_ids)
     if not bool(visual.any(dim=1).all()):
         rows = (~visual.any(dim=1)).nonzero().flatten().tolist()
@@ -70,7 +70,7 @@ def text_slots(architecture: Architecture, config, input_ids: torch.Tensor, atte
             "A prompt ends with a visual token: the prior has no text token to predict from. End the prompt "
             "with text, e.g. apply_chat_template(..., add_generation_prompt=True)."
         )
-    return text, visual
+    return text
 
 
 def masked_prefill(
@@ -85,7 +85,7 @@ def masked_prefill(
     batch, length = input_ids.shape
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    text, _ = text_slots(architecture, model.config, input_ids, attention_mask)
+    text = text_slots(architecture, model.config, input_ids, attention_mask)
 
     # Compact each row to its text tokens, left-padded to the longest row, order kept.
     n_text = int(text.sum(dim=1).max())
