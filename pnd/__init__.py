@@ -8,7 +8,8 @@
 from .architectures import supported_model_types
 from .paired import attach, detach
 from .prior import prior_logits
+from .scoring import CaptionScorer, ScoreParts
 from .processor import PriorNormalized
 
 __version__ = "0.1.0"
-__all__ = ["PriorNormalized", "attach", "detach", "prior_logits", "supported_model_types", "__version__"]
+__all__ = ["CaptionScorer", "PriorNormalized", "ScoreParts", "attach", "detach", "prior_logits", "supported_model_types", "__version__"]

@@ -1,0 +1,186 @@
+"""Prior-normalized caption scoring for retrieval, on the same prior construction as decoding.
+
+For each video the prompt prefix (vision tower + prompt) runs once and its KV-cache is shared by all
+candidate captions, scored in batches by teacher forcing. Each caption's prior is computed once per
+prompt layout (it does not depend on the pixels), from the same text-only prefill `PriorNormalized`
+uses. Scores are `log P(t | v) - alpha * log P(t)` summed over the caption tokens, or averaged
+(`reduction="mean"`).
+
+Example:
+    >>> import pnd
+    >>> from pnd.tiny import tiny_model, random_video
+    >>> model, processor = tiny_model("llava_onevision")
+    >>> scorer = pnd.CaptionScorer(model, processor, alpha=0.9)
+    >>> scorer.score([random_video(0), random_video(1)], ["a red circle", "a blue square"]).shape
+    torch.Size([2, 2])
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from tqdm.auto import tqdm
+from transformers import DynamicCache
+
+from .architectures import architecture_for
+from .prior import default_position_ids, masked_prefill
+
+
+class ScoreParts(NamedTuple):
+    """(videos x captions) matrices: normalized = conditional - alpha * prior (after the reduction)."""
+
+    normalized: torch.Tensor
+    conditional: torch.Tensor
+    prior: torch.Tensor
+
+
+class CaptionScorer:
+    """Score every caption against every video with prior normalization.
+
+    Args:
+        model, processor: a supported Hugging Face vision-language model and its processor.
+        alpha: prior weight in [0, 1] (0.8-1.0 works best for retrieval in BLiM).
+        reduction: "sum" (log-likelihood of the caption) or "mean" (per caption token).
+        prompt: the user instruction placed after the video; the caption is the assistant's answer.
+        prior: "masked" (default) or "text", as for `PriorNormalized`.
+        batch_size: captions scored per forward call (bounds memory).
+        progress: show a progress bar.
+    """
+
+    def __init__(self, model, processor, alpha: float = 0.9, reduction: str = "mean",
+                 prompt: str = "Describe the video.", prior: str = "masked", modality: str = "video",
+                 batch_size: int = 16, progress: bool = False):
+        from .processor import PriorNormalized
+
+        PriorNormalized(alpha, prior=prior)  # same validation of alpha and prior mode
+        if prior == "blank":
+            raise ValueError("CaptionScorer supports prior='masked' or 'text'.")
+        if reduction not in ("sum", "mean"):
+            raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}.")
+        if modality not in ("video", "image"):
+            raise ValueError(f"modality must be 'video' or 'image', got {modality!r}.")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+        architecture_for(model)
+        self.model, self.processor = model, processor
+        self.alpha, self.reduction, self.prior_mode = float(alpha), reduction, prior
+        self.modality, self.batch_size, self.progress = modality, batch_size, progress
+        self.prompt_text = processor.apply_chat_template(
+            [{"role": "user", "content": [{"type": modality}, {"type": "text", "text": prompt}]}],
+            add_generation_prompt=True,
+        )
+
+    # -- inputs ---------------------------------------------------------------------------------
+
+    def prompt_inputs(self, video) -> dict:
+        """Processor outputs for the prompt with one video (or image)."""
+        key = "videos" if self.modality == "video" else "images"
+        return dict(self.processor(text=[self.prompt_text], **{key: [video]}, return_tensors="pt"))
+
+    def caption_ids(self, caption: str) -> list[int]:
+        ids = self.processor.tokenizer(caption, add_special_tokens=False).input_ids
+        if not ids:
+            raise ValueError(f"Caption {caption!r} has no tokens.")
+        return ids
+
+    def build_inputs(self, video, caption: str) -> dict:
+        """The exact tokens one score is computed on: prompt + caption, and the caption's token span.
+
+        Returns the processor's inputs for the whole sequence plus `caption_span = (start, end)`: the
+        score is the sum (or mean) over positions start..end-1 of the caption tokens' log-probabilities.
+        """
+        inputs = self.prompt_inputs(video)
+        caption = torch.tensor([self.caption_ids(caption)])
+        start = inputs["input_ids"].shape[1]
+        inputs["input_ids"] = torch.cat([inputs["input_ids"], caption], 1)
+        inputs["attention_mask"] = torch.cat([inputs["attention_mask"], torch.ones_like(caption)], 1)
+        if "mm_token_type_ids" in inputs:
+            mm = inputs["mm_token_type_ids"]
+            inputs["mm_token_type_ids"] = torch.cat([mm, mm.new_zeros(caption.shape)], 1)
+        inputs["caption_span"] = (start, start + caption.shape[1])
+        return inputs
+
+    # -- scoring --------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def score(self, videos, captions: list[str], return_parts: bool = False):
+        """(len(videos) x len(captions)) normalized scores, or `ScoreParts` with return_parts=True."""
+        captions = list(captions)
+        tokens = [self.caption_ids(c) for c in captions]
+        conditional = torch.empty(len(videos), len(captions))
+        prior = torch.empty(len(videos), len(captions))
+        priors_by_layout: dict = {}
+        bar = tqdm(total=len(videos) * len(captions), desc="pnd scoring", unit="pair", disable=not self.progress)
+        for v, video in enumerate(videos):
+            prefix = self._conditioned_prefix(self.prompt_inputs(video))
+            conditional[v] = self._caption_logprobs(prefix, tokens, bar)
+            layout = (tuple(prefix.input_ids.flatten().tolist()), tuple(prefix.positions.flatten().tolist()))
+            if layout not in priors_by_layout:
+                priors_by_layout[layout] = self._caption_logprobs(self._prior_prefix(prefix), tokens)
+            prior[v] = priors_by_layout[layout]
+        bar.close()
+        if self.reduction == "mean":
+            lengths = torch.tensor([len(t) for t in tokens], dtype=conditional.dtype)
+            conditional, prior = conditional / lengths, prior / lengths
+        parts = ScoreParts(conditional - self.alpha * prior, conditional, prior)
+        return parts if return_parts else parts.normalized
+
+    def _conditioned_prefix(self, inputs: dict) -> "Prefix":
+        model = self.model
+        metadata = {k: v for k, v in inputs.items() if not k.startswith("pixel_values")}
+        metadata.pop("input_ids"), metadata.pop("attention_mask")
+        positions = default_position_ids(model, inputs["input_ids"], inputs["attention_mask"], **metadata)
+        cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+        out = model(**inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        layers = [(layer.keys, layer.values) for layer in cache.layers]
+        return Prefix(inputs["input_ids"], positions, layers, inputs["attention_mask"].bool(), out.logits[:, -1],
+                      next_positions=positions[..., -1:] + 1)
+
+    def _prior_prefix(self, prefix: "Prefix") -> "Prefix":
+        prior = masked_prefill(self.model, prefix.input_ids, prefix.attends.long(), prefix.positions, self.prior_mode)
+        return Prefix(prefix.input_ids, prefix.positions, prior.layers, prior.attends, prior.logits,
+                      next_positions=prefix.next_positions - prior.position_offset[..., None])
+
+    def _caption_logprobs(self, prefix: "Prefix", tokens: list[list[int]], bar=None) -> torch.Tensor:
+        """Summed log-probabilities of each caption after the prefix, `batch_size` captions per call."""
+        sums = []
+        for start in range(0, len(tokens), self.batch_size):
+            chunk = tokens[start : start + self.batch_size]
+            sums.append(self._teacher_forced(prefix, chunk))
+            if bar is not None:
+                bar.update(len(chunk))
+        return torch.cat(sums).float().cpu()
+
+    def _teacher_forced(self, prefix: "Prefix", chunk: list[list[int]]) -> torch.Tensor:
+        n, longest = len(chunk), max(len(t) for t in chunk)
+        device = prefix.first_logits.device
+        ids = torch.zeros(n, longest, dtype=torch.long, device=device)
+        mask = torch.zeros(n, longest, dtype=torch.long, device=device)
+        for i, t in enumerate(chunk):  # right-padded: padding comes after every real token
+            ids[i, : len(t)], mask[i, : len(t)] = torch.tensor(t), 1
+        cache = DynamicCache(ddp_cache_data=[(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in prefix.layers],
+                             config=self.model.config.get_text_config(decoder=True))
+        steps = torch.arange(longest, device=device)
+        positions = (prefix.next_positions + steps).expand(*prefix.next_positions.shape[:-2], n, longest)
+        logits = self.model(
+            input_ids=ids,
+            attention_mask=torch.cat([prefix.attends.long().expand(n, -1), mask], 1),
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        ).logits
+        logits = torch.cat([prefix.first_logits.expand(n, 1, -1), logits[:, :-1]], 1).float()
+        token_logprobs = torch.log_softmax(logits, -1).gather(2, ids[..., None])[..., 0]
+        return (token_logprobs * mask).sum(1)
+
+
+class Prefix(NamedTuple):
+    """A prompt run once: its tokens, positions, per-layer KV, attended slots and next-token logits."""
+
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    layers: list
+    attends: torch.Tensor
+    first_logits: torch.Tensor
+    next_positions: torch.Tensor

@@ -1,0 +1,108 @@
+"""DESIGN.md §3.5: a retrieval score equals two plain teacher-forced forwards and PriorNormalized's steps."""
+
+import pytest
+import torch
+from transformers import LogitsProcessor
+
+import pnd
+from pnd.tiny import random_video
+
+from reference import conditioned_positions, visual_positions
+
+CAPTIONS = ["a red circle moves left", "a blue square", "the cat sat on the mat and the dog ran"]
+VIDEOS = [random_video(0), random_video(1), random_video(2)]
+
+
+@torch.no_grad()
+def teacher_forced(model, inputs, prior):
+    """Summed log-probability of the caption span: one full forward (conditioned or visual-masked)."""
+    start, end = inputs["caption_span"]
+    ids, mask = inputs["input_ids"], inputs["attention_mask"].clone()
+    positions = conditioned_positions(model, ids, mask, inputs)
+    if prior:
+        mask = mask * ~visual_positions(model, ids)
+    pixels = {k: v for k, v in inputs.items() if k.startswith("pixel_values") or k.endswith(("grid_thw", "sizes"))}
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, **pixels).logits
+    logprobs = torch.log_softmax(logits[0, start - 1 : end - 1].float(), -1)
+    return logprobs.gather(1, ids[0, start:end, None]).sum()
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+@pytest.mark.parametrize("prior_mode", ["masked", "text"])
+def test_scores_equal_teacher_forced_forwards(tiny, model_type, prior_mode):
+    model, processor = tiny(model_type)
+    scorer = pnd.CaptionScorer(model, processor, alpha=0.8, reduction="sum", prior=prior_mode, batch_size=2)
+    parts = scorer.score(VIDEOS[:2], CAPTIONS, return_parts=True)
+    for v, video in enumerate(VIDEOS[:2]):
+        for c, caption in enumerate(CAPTIONS):
+            inputs = scorer.build_inputs(video, caption)
+            cond = teacher_forced(model, inputs, prior=False)
+            torch.testing.assert_close(parts.conditional[v, c], cond, atol=1e-4, rtol=0)
+            if prior_mode == "masked":
+                prior = teacher_forced(model, inputs, prior=True)
+                torch.testing.assert_close(parts.prior[v, c], prior, atol=1e-4, rtol=0)
+                torch.testing.assert_close(parts.normalized[v, c], cond - 0.8 * prior, atol=1e-4, rtol=0)
+
+
+def test_caption_prior_is_the_same_for_every_video(tiny):
+    model, processor = tiny("llava_onevision")
+    parts = pnd.CaptionScorer(model, processor).score(VIDEOS, CAPTIONS, return_parts=True)
+    assert torch.equal(parts.prior, parts.prior[:1].expand_as(parts.prior))
+    assert not torch.equal(parts.conditional[0], parts.conditional[1])
+
+
+def test_batched_and_chunked_scores_equal_one_by_one(tiny):
+    model, processor = tiny("qwen2_vl")
+    batched = pnd.CaptionScorer(model, processor, batch_size=16).score(VIDEOS, CAPTIONS)
+    chunked = pnd.CaptionScorer(model, processor, batch_size=2).score(VIDEOS, CAPTIONS)
+    single = pnd.CaptionScorer(model, processor, batch_size=1)
+    one_by_one = torch.tensor([[single.score([v], [c])[0, 0] for c in CAPTIONS] for v in VIDEOS])
+    torch.testing.assert_close(batched, one_by_one, atol=1e-5, rtol=0)
+    torch.testing.assert_close(chunked, one_by_one, atol=1e-5, rtol=0)
+
+
+def test_mean_reduction_divides_by_caption_tokens(tiny):
+    model, processor = tiny("llava_onevision")
+    total = pnd.CaptionScorer(model, processor, reduction="sum").score(VIDEOS[:1], CAPTIONS)
+    mean = pnd.CaptionScorer(model, processor, reduction="mean").score(VIDEOS[:1], CAPTIONS)
+    lengths = torch.tensor([len(processor.tokenizer(c, add_special_tokens=False).input_ids) for c in CAPTIONS])
+    torch.testing.assert_close(mean, total / lengths)
+
+
+class ForceAndRecord(LogitsProcessor):
+    """After PriorNormalized: record the score of the caption's next token, then force that token."""
+
+    def __init__(self, caption_ids):
+        self.caption_ids, self.recorded = caption_ids, []
+
+    def __call__(self, input_ids, scores):
+        token = self.caption_ids[len(self.recorded)]
+        self.recorded.append(scores[0, token].item())
+        forced = torch.full_like(scores, -float("inf"))
+        forced[:, token] = 0
+        return forced
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+def test_score_is_the_sum_of_prior_normalized_steps(tiny, model_type):
+    model, processor = tiny(model_type)
+    scorer = pnd.CaptionScorer(model, processor, alpha=0.7, reduction="sum")
+    caption = CAPTIONS[0]
+    inputs = scorer.prompt_inputs(VIDEOS[0])
+    recorder = ForceAndRecord(scorer.caption_ids(caption))
+    pnd.attach(model)
+    n = len(recorder.caption_ids)
+    model.generate(**inputs, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                   logits_processor=[pnd.PriorNormalized(0.7), recorder])
+    expected = torch.tensor(sum(recorder.recorded))
+    torch.testing.assert_close(scorer.score([VIDEOS[0]], [caption])[0, 0], expected, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"alpha": 2}, "alpha must be"), ({"reduction": "max"}, "reduction must be"),
+    ({"batch_size": 0}, "batch_size must be"), ({"prior": "blank"}, "masked' or 'text"),
+])
+def test_bad_scorer_arguments(tiny, kwargs, message):
+    model, processor = tiny("llava_onevision")
+    with pytest.raises(ValueError, match=message):
+        pnd.CaptionScorer(model, processor, **kwargs)
