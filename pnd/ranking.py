@@ -48,3 +48,18 @@ def inverted_softmax(scores: torch.Tensor, bank: torch.Tensor | None = None, tem
     """
     bank = scores if bank is None else bank
     return scores / temperature - torch.logsumexp(bank / temperature, dim=0, keepdim=True)
+
+
+def rerank(first_stage: torch.Tensor, top_k: int, score_fn, fuse: float = 0.0) -> torch.Tensor:
+    """Rescore each query's `top_k` first-stage candidates; the others get -inf.
+
+    `score_fn(query_index, candidate_indices) -> scores` gives the new scores of those candidates
+    (e.g. a CaptionScorer); `fuse` adds `fuse * first_stage` to them.
+    """
+    if top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}.")
+    out = torch.full(first_stage.shape, float("-inf"))
+    candidates = first_stage.topk(min(top_k, first_stage.shape[1]), dim=1).indices
+    for query, chosen in enumerate(candidates):
+        out[query, chosen] = score_fn(query, chosen.tolist()).float() + fuse * first_stage[query, chosen].float()
+    return out

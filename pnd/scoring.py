@@ -66,6 +66,7 @@ class CaptionScorer:
         self.model, self.processor = model, processor
         self.alpha, self.reduction, self.prior_mode = float(alpha), reduction, prior
         self.modality, self.batch_size, self.progress = modality, batch_size, progress
+        self._priors: dict[tuple, float] = {}  # (prompt layout, caption tokens) -> summed prior log-prob
         self.prompt_text = processor.apply_chat_template(
             [{"role": "user", "content": [{"type": modality}, {"type": "text", "text": prompt}]}],
             add_generation_prompt=True,
@@ -110,15 +111,11 @@ class CaptionScorer:
         tokens = [self.caption_ids(c) for c in captions]
         conditional = torch.empty(len(videos), len(captions))
         prior = torch.empty(len(videos), len(captions))
-        priors_by_layout: dict = {}
         bar = tqdm(total=len(videos) * len(captions), desc="pnd scoring", unit="pair", disable=not self.progress)
         for v, video in enumerate(videos):
             prefix = self._conditioned_prefix(self.prompt_inputs(video))
             conditional[v] = self._caption_logprobs(prefix, tokens, bar)
-            layout = (tuple(prefix.input_ids.flatten().tolist()), tuple(prefix.positions.flatten().tolist()))
-            if layout not in priors_by_layout:
-                priors_by_layout[layout] = self._caption_logprobs(self._prior_prefix(prefix), tokens)
-            prior[v] = priors_by_layout[layout]
+            prior[v] = self._caption_priors(prefix, tokens)
         bar.close()
         if self.reduction == "mean":
             lengths = torch.tensor([len(t) for t in tokens], dtype=conditional.dtype)
@@ -136,6 +133,15 @@ class CaptionScorer:
         layers = [(layer.keys, layer.values) for layer in cache.layers]
         return Prefix(inputs["input_ids"], positions, layers, inputs["attention_mask"].bool(), out.logits[:, -1],
                       next_positions=positions[..., -1:] + 1)
+
+    def _caption_priors(self, prefix: "Prefix", tokens: list[list[int]]) -> torch.Tensor:
+        """Prior log-probs of the captions, computed once per caption and prompt layout, then reused."""
+        layout = (tuple(prefix.input_ids.flatten().tolist()), tuple(prefix.positions.flatten().tolist()))
+        missing = list(dict.fromkeys(tuple(t) for t in tokens if (layout, tuple(t)) not in self._priors))
+        if missing:
+            values = self._caption_logprobs(self._prior_prefix(prefix), [list(t) for t in missing])
+            self._priors.update({(layout, t): float(v) for t, v in zip(missing, values)})
+        return torch.tensor([self._priors[(layout, tuple(t))] for t in tokens])
 
     def _prior_prefix(self, prefix: "Prefix") -> "Prefix":
         prior = masked_prefill(self.model, prefix.input_ids, prefix.attends.long(), prefix.positions, self.prior_mode)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from pnd.ranking import dual_softmax, inverted_softmax, ranks, retrieval_metrics
+from pnd.ranking import dual_softmax, inverted_softmax, ranks, rerank, retrieval_metrics
 
 SCORES = torch.tensor([[3.0, 1.0, 2.0], [1.0, 2.0, 0.0], [0.0, 5.0, 4.0]])
 
@@ -43,3 +43,17 @@ def test_inverted_softmax_fixes_a_hub():
     scores = torch.tensor([[5.0, 1.0, 0.0], [4.5, 4.0, 0.0], [4.5, 0.0, 4.0]])
     assert retrieval_metrics(scores)["R@1"] == pytest.approx(100 / 3)
     assert retrieval_metrics(inverted_softmax(scores))["R@1"] == 100
+
+
+def test_rerank_scores_only_top_k_and_fuses():
+    first = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.7]])
+    calls = []
+
+    def score_fn(query, candidates):
+        calls.append((query, candidates))
+        return torch.tensor([10.0 * c for c in candidates])
+
+    out = rerank(first, top_k=2, score_fn=score_fn, fuse=1.0)
+    assert calls == [(0, [0, 2]), (1, [1, 2])]
+    assert out[0].tolist() == [pytest.approx(0.9), float("-inf"), pytest.approx(20.5)]
+    assert out[1].tolist() == [float("-inf"), pytest.approx(10.8), pytest.approx(20.7)]

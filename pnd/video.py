@@ -1,0 +1,75 @@
+"""Read videos for the models: files through PyAV (mp4, webm, avi, mkv, mov, gif) or folders of frames.
+
+Frames are sampled uniformly over the whole video and returned as a (frames, 3, H, W) uint8 tensor, the
+layout transformers' video processors take.
+
+Example:
+    >>> from pnd.video import read_video
+    >>> read_video("clip.mp4", frames=8).shape  # doctest: +SKIP
+    torch.Size([8, 3, 240, 320])
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+VIDEO_SUFFIXES = (".mp4", ".webm", ".avi", ".mkv", ".mov", ".gif", ".m4v")
+FRAME_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
+
+
+class VideoReadError(RuntimeError):
+    """A video that could not be read; the message names the file and the reason."""
+
+
+def uniform_indices(total: int, frames: int) -> list[int]:
+    """`frames` indices spread evenly over `total` frames (centres of equal segments)."""
+    return [min(total - 1, int((i + 0.5) * total / frames)) for i in range(frames)]
+
+
+def read_video(path: str | Path, frames: int = 8) -> torch.Tensor:
+    """Uniformly sampled frames of a video file or of a folder of images, as uint8 (frames, 3, H, W)."""
+    path = Path(path)
+    if frames < 1:
+        raise ValueError(f"frames must be >= 1, got {frames}.")
+    if not path.exists():
+        raise VideoReadError(f"{path}: no such file or folder.")
+    try:
+        images = _frame_folder(path) if path.is_dir() else _decode(path)
+    except VideoReadError:
+        raise
+    except Exception as error:  # PyAV/PIL raise many types for broken files
+        raise VideoReadError(f"{path}: cannot be decoded ({type(error).__name__}: {error}).") from error
+    if not images:
+        raise VideoReadError(f"{path}: contains no frames.")
+    chosen = [images[i] for i in uniform_indices(len(images), frames)]
+    return torch.from_numpy(np.stack(chosen)).permute(0, 3, 1, 2).contiguous()
+
+
+def _decode(path: Path) -> list[np.ndarray]:
+    import av
+
+    with av.open(str(path)) as container:
+        if not container.streams.video:
+            raise VideoReadError(f"{path}: has no video stream.")
+        return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+
+
+def _frame_folder(path: Path) -> list[np.ndarray]:
+    from PIL import Image
+
+    files = sorted(p for p in path.iterdir() if p.suffix.lower() in FRAME_SUFFIXES)
+    return [np.asarray(Image.open(f).convert("RGB")) for f in files]
+
+
+def list_videos(paths: list[str | Path]) -> list[Path]:
+    """Expand folders into the video files and frame folders they hold (sorted); keep files as given."""
+    found = []
+    for path in map(Path, paths):
+        if path.is_dir() and not any(p.suffix.lower() in FRAME_SUFFIXES for p in path.iterdir()):
+            found += sorted(p for p in path.iterdir() if p.suffix.lower() in VIDEO_SUFFIXES or p.is_dir())
+        else:
+            found.append(path)
+    return found

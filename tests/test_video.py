@@ -1,0 +1,51 @@
+import av
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from pnd.video import VideoReadError, list_videos, read_video, uniform_indices
+
+
+def write_mp4(path, frames):
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=5)
+        stream.width, stream.height, stream.pix_fmt = 32, 32, "yuv420p"
+        for i in range(frames):
+            image = np.full((32, 32, 3), 20 * i, dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def test_uniform_indices():
+    assert uniform_indices(10, 5) == [1, 3, 5, 7, 9]
+    assert uniform_indices(2, 4) == [0, 0, 1, 1]
+
+
+def test_reads_mp4_gif_and_frame_folders(tmp_path):
+    write_mp4(tmp_path / "a.mp4", 10)
+    video = read_video(tmp_path / "a.mp4", frames=5)
+    assert video.shape == (5, 3, 32, 32) and video.dtype == torch.uint8
+    brightness = video.float().mean(dim=(1, 2, 3))
+    assert torch.allclose(brightness, torch.tensor([20.0, 60, 100, 140, 180]), atol=6)  # frames 1,3,5,7,9
+
+    gif = [Image.fromarray(np.full((16, 16, 3), 40 * i, dtype=np.uint8)) for i in range(4)]
+    gif[0].save(tmp_path / "b.gif", save_all=True, append_images=gif[1:], duration=100)
+    assert read_video(tmp_path / "b.gif", frames=2).shape == (2, 3, 16, 16)
+
+    folder = tmp_path / "c"
+    folder.mkdir()
+    for i in range(3):
+        Image.fromarray(np.full((8, 8, 3), i, dtype=np.uint8)).save(folder / f"{i:03d}.png")
+    assert read_video(folder, frames=3)[:, 0, 0, 0].tolist() == [0, 1, 2]
+    assert list_videos([tmp_path]) == [tmp_path / "a.mp4", tmp_path / "b.gif", folder]
+
+
+def test_unreadable_and_missing_files_are_named(tmp_path):
+    (tmp_path / "broken.mp4").write_bytes(b"not a video")
+    with pytest.raises(VideoReadError, match="broken.mp4: cannot be decoded"):
+        read_video(tmp_path / "broken.mp4")
+    with pytest.raises(VideoReadError, match="missing.mp4: no such file"):
+        read_video(tmp_path / "missing.mp4")
