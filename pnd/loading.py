@@ -1,0 +1,32 @@
+"""Load a supported model and its processor from a Hugging Face id or a local folder.
+
+Example:
+    >>> from pnd.loading import load_model
+    >>> model, processor = load_model("llava-hf/llava-onevision-qwen2-0.5b-ov-hf")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .architectures import architecture_for
+
+
+def load_model(name_or_path: str, device: str = "cpu", dtype: str = "auto", load_in_4bit: bool = False,
+               load_in_8bit: bool = False, attn_implementation: str | None = None):
+    """(model, processor) ready for generation; 4-/8-bit loading goes through bitsandbytes."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor, BitsAndBytesConfig
+
+    if load_in_4bit and load_in_8bit:
+        raise ValueError("Choose one of load_in_4bit and load_in_8bit.")
+    kwargs = {"dtype": dtype if dtype == "auto" else getattr(torch, dtype)}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    if load_in_4bit or load_in_8bit:
+        kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=load_in_4bit, load_in_8bit=load_in_8bit)
+        kwargs["device_map"] = device
+    model = AutoModelForImageTextToText.from_pretrained(name_or_path, **kwargs)
+    if not (load_in_4bit or load_in_8bit):
+        model = model.to(device)
+    architecture_for(model)
+    return model.eval(), AutoProcessor.from_pretrained(name_or_path)
