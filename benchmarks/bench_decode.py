@@ -129,8 +129,8 @@ def main():
     print(table)
     if args.out:
         with open(args.out, "w") as f:
-            f.write("# Benchmark results\n\nRegenerate with `.venv/bin/python benchmarks/bench_decode.py "
-                    "--out benchmarks/RESULTS.md`.\n\n" + table + "\n")
+            f.write("# Benchmark results\n\nRegenerate with `bash benchmarks/run.sh`.\n\n## Decoding\n\n"
+                    + table + "\n")
 
 
 if __name__ == "__main__":

@@ -149,14 +149,18 @@ class CaptionScorer:
                       next_positions=prefix.next_positions - prior.position_offset[..., None])
 
     def _caption_logprobs(self, prefix: "Prefix", tokens: list[list[int]], bar=None) -> torch.Tensor:
-        """Summed log-probabilities of each caption after the prefix, `batch_size` captions per call."""
-        sums = []
-        for start in range(0, len(tokens), self.batch_size):
-            chunk = tokens[start : start + self.batch_size]
-            sums.append(self._teacher_forced(prefix, chunk))
+        """Summed log-probabilities of each caption after the prefix, `batch_size` captions per call.
+
+        Captions are batched in order of length, so that little of each batch is padding.
+        """
+        order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))
+        sums = torch.empty(len(tokens))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            sums[chunk] = self._teacher_forced(prefix, [tokens[i] for i in chunk]).float().cpu()
             if bar is not None:
                 bar.update(len(chunk))
-        return torch.cat(sums).float().cpu()
+        return sums
 
     def _teacher_forced(self, prefix: "Prefix", chunk: list[list[int]]) -> torch.Tensor:
         n, longest = len(chunk), max(len(t) for t in chunk)

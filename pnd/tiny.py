@@ -67,7 +67,7 @@ def _scale_attention(model: torch.nn.Module, factor: float) -> None:
         model.get_output_embeddings().weight.mul_(factor)
 
 
-def _llava_onevision(seed: int):
+def _llava_onevision(seed: int, **text):
     from transformers import (
         LlavaOnevisionConfig,
         LlavaOnevisionForConditionalGeneration,
@@ -83,11 +83,12 @@ def _llava_onevision(seed: int):
             model_type="siglip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
             num_attention_heads=2, image_size=32, patch_size=8,
         ),
-        text_config=dict(
-            model_type="qwen2", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        ),
+        text_config={
+            **dict(model_type="qwen2", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                   eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id),
+            **text,
+        },
         image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
         video_token_index=tokenizer.convert_tokens_to_ids("<video>"),
         vision_feature_layer=-1,
@@ -185,9 +186,12 @@ TINY_ARCHITECTURES = tuple(_BUILDERS)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl")
 
 
-def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0):
-    """(model, processor) of a tiny random-weight model of `model_type` (one of TINY_ARCHITECTURES)."""
-    model, processor = _BUILDERS[model_type](seed)
+def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
+    """(model, processor) of a tiny random-weight model of `model_type` (one of TINY_ARCHITECTURES).
+
+    `text` overrides the language model's config for "llava_onevision" (e.g. a larger hidden_size).
+    """
+    model, processor = _BUILDERS[model_type](seed, **text) if text else _BUILDERS[model_type](seed)
     _scale_attention(model, sharpen)
     return model, processor
 

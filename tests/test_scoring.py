@@ -44,11 +44,19 @@ def test_scores_equal_teacher_forced_forwards(tiny, model_type, prior_mode):
                 torch.testing.assert_close(parts.normalized[v, c], cond - 0.8 * prior, atol=1e-4, rtol=0)
 
 
-def test_caption_prior_is_the_same_for_every_video(tiny):
+def test_caption_prior_is_the_same_for_every_video_and_computed_once(tiny, monkeypatch):
+    import pnd.scoring
+
     model, processor = tiny("llava_onevision")
-    parts = pnd.CaptionScorer(model, processor).score(VIDEOS, CAPTIONS, return_parts=True)
+    calls = []
+    original = pnd.scoring.masked_prefill
+    monkeypatch.setattr(pnd.scoring, "masked_prefill", lambda *a, **k: calls.append(1) or original(*a, **k))
+    scorer = pnd.CaptionScorer(model, processor)
+    parts = scorer.score(VIDEOS, CAPTIONS, return_parts=True)
     assert torch.equal(parts.prior, parts.prior[:1].expand_as(parts.prior))
     assert not torch.equal(parts.conditional[0], parts.conditional[1])
+    scorer.score(VIDEOS[:1], CAPTIONS[:2])  # same captions again: priors reused
+    assert len(calls) == 1
 
 
 def test_batched_and_chunked_scores_equal_one_by_one(tiny):
