@@ -33,8 +33,8 @@ _CHAT_TEMPLATE = (
 )
 
 
-def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 320) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer trained on a few sentences, with the given special tokens."""
+def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer trained on a few sentences (about one token per word), plus special tokens."""
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *special_tokens]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
