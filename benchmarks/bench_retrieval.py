@@ -26,7 +26,7 @@ WORDS = "a red blue green yellow circle square triangle star moves left right up
 @torch.no_grad()
 def naive_score(model, scorer, video, caption):
     inputs = scorer.build_inputs(video, caption)
-    start, end = inputs.pop("caption_span")
+    start, end = inputs.caption_span
     ids = inputs["input_ids"]
     metadata = {k: v for k, v in inputs.items() if k not in ("input_ids", "attention_mask") and not k.startswith("pixel")}
     positions = pnd.prior.default_position_ids(model, ids, inputs["attention_mask"], **metadata)

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -25,6 +26,24 @@ from transformers import DynamicCache
 
 from .architectures import architecture_for
 from .prior import default_position_ids, masked_prefill
+from .video import read_video
+
+
+class ScoringInputs(dict):
+    """Model inputs of one (video, caption) pair, usable as `model(**inputs)`, and the caption's span.
+
+    `inputs.caption_span` (also `inputs["caption_span"]`, which is not passed on by `**inputs`) is
+    `(start, end)`: the scored tokens are `input_ids[0, start:end]`, predicted at positions start-1..end-2.
+    """
+
+    def __init__(self, inputs: dict, caption_span: tuple[int, int]):
+        super().__init__(inputs)
+        self.caption_span = caption_span
+
+    def __missing__(self, key):
+        if key == "caption_span":
+            return self.caption_span
+        raise KeyError(key)
 
 
 class ScoreParts(NamedTuple):
@@ -44,13 +63,15 @@ class CaptionScorer:
         reduction: "sum" (log-likelihood of the caption) or "mean" (per caption token).
         prompt: the user instruction placed after the video; the caption is the assistant's answer.
         prior: "masked" (default) or "text", as for `PriorNormalized`.
+        modality: "video" (default) or "image".
+        frames: frames sampled uniformly from a video given as a file path.
         batch_size: captions scored per forward call (bounds memory).
         progress: show a progress bar.
     """
 
     def __init__(self, model, processor, alpha: float = 0.9, reduction: str = "mean",
                  prompt: str = "Describe the video.", prior: str = "masked", modality: str = "video",
-                 batch_size: int = 16, progress: bool = False):
+                 frames: int = 8, batch_size: int = 16, progress: bool = False):
         from .processor import PriorNormalized
 
         PriorNormalized(alpha, prior=prior)  # same validation of alpha and prior mode
@@ -65,7 +86,7 @@ class CaptionScorer:
         architecture_for(model)
         self.model, self.processor = model, processor
         self.alpha, self.reduction, self.prior_mode = float(alpha), reduction, prior
-        self.modality, self.batch_size, self.progress = modality, batch_size, progress
+        self.modality, self.frames, self.batch_size, self.progress = modality, frames, batch_size, progress
         self._priors: dict[tuple, float] = {}  # (prompt layout, caption tokens) -> summed prior log-prob
         self.prompt_text = processor.apply_chat_template(
             [{"role": "user", "content": [{"type": modality}, {"type": "text", "text": prompt}]}],
@@ -75,7 +96,9 @@ class CaptionScorer:
     # -- inputs ---------------------------------------------------------------------------------
 
     def prompt_inputs(self, video) -> dict:
-        """Processor outputs for the prompt with one video (or image)."""
+        """Processor outputs for the prompt with one video (a path, or frames) or image."""
+        if isinstance(video, (str, Path)):
+            video = read_video(video, self.frames)
         key = "videos" if self.modality == "video" else "images"
         return dict(self.processor(text=[self.prompt_text], **{key: [video]}, return_tensors="pt"))
 
@@ -85,11 +108,12 @@ class CaptionScorer:
             raise ValueError(f"Caption {caption!r} has no tokens.")
         return ids
 
-    def build_inputs(self, video, caption: str) -> dict:
+    def build_inputs(self, video, caption: str) -> ScoringInputs:
         """The exact tokens one score is computed on: prompt + caption, and the caption's token span.
 
-        Returns the processor's inputs for the whole sequence plus `caption_span = (start, end)`: the
-        score is the sum (or mean) over positions start..end-1 of the caption tokens' log-probabilities.
+        `model(**inputs)` runs the conditioned pass; the score is the sum (or mean) of the
+        log-probabilities of the tokens in `inputs.caption_span`, minus alpha times the same under the
+        masked prior (visual positions masked, position ids kept).
         """
         inputs = self.prompt_inputs(video)
         caption = torch.tensor([self.caption_ids(caption)])
@@ -99,14 +123,16 @@ class CaptionScorer:
         if "mm_token_type_ids" in inputs:
             mm = inputs["mm_token_type_ids"]
             inputs["mm_token_type_ids"] = torch.cat([mm, mm.new_zeros(caption.shape)], 1)
-        inputs["caption_span"] = (start, start + caption.shape[1])
-        return inputs
+        return ScoringInputs(inputs, (start, start + caption.shape[1]))
 
     # -- scoring --------------------------------------------------------------------------------
 
     @torch.no_grad()
     def score(self, videos, captions: list[str], return_parts: bool = False):
-        """(len(videos) x len(captions)) normalized scores, or `ScoreParts` with return_parts=True."""
+        """(len(videos) x len(captions)) normalized scores, or `ScoreParts` with return_parts=True.
+
+        A video is a file path (read with `pnd.video.read_video`) or what the processor takes (frames).
+        """
         captions = list(captions)
         tokens = [self.caption_ids(c) for c in captions]
         conditional = torch.empty(len(videos), len(captions))

@@ -15,14 +15,16 @@ VIDEOS = [random_video(0), random_video(1), random_video(2)]
 
 @torch.no_grad()
 def teacher_forced(model, inputs, prior):
-    """Summed log-probability of the caption span: one full forward (conditioned or visual-masked)."""
+    """Summed log-probability of the caption span: one plain forward (conditioned, or visual-masked)."""
     start, end = inputs["caption_span"]
-    ids, mask = inputs["input_ids"], inputs["attention_mask"].clone()
-    positions = conditioned_positions(model, ids, mask, inputs)
     if prior:
-        mask = mask * ~visual_positions(model, ids)
-    pixels = {k: v for k, v in inputs.items() if k.startswith("pixel_values") or k.endswith(("grid_thw", "sizes"))}
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, **pixels).logits
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        positions = conditioned_positions(model, ids, mask, inputs)
+        logits = model(**{**inputs, "attention_mask": mask * ~visual_positions(model, ids)},
+                       position_ids=positions).logits
+    else:
+        logits = model(**inputs).logits
+    ids = inputs["input_ids"]
     logprobs = torch.log_softmax(logits[0, start - 1 : end - 1].float(), -1)
     return logprobs.gather(1, ids[0, start:end, None]).sum()
 
@@ -42,6 +44,18 @@ def test_scores_equal_teacher_forced_forwards(tiny, model_type, prior_mode):
                 prior = teacher_forced(model, inputs, prior=True)
                 torch.testing.assert_close(parts.prior[v, c], prior, atol=1e-4, rtol=0)
                 torch.testing.assert_close(parts.normalized[v, c], cond - 0.8 * prior, atol=1e-4, rtol=0)
+
+
+def test_videos_given_as_files(tiny, tmp_path):
+    from pnd.video import read_video
+    from test_video import write_mp4
+
+    model, processor = tiny("llava_onevision")
+    write_mp4(tmp_path / "clip.mp4", 6)
+    scorer = pnd.CaptionScorer(model, processor, frames=4)
+    from_file = scorer.score([tmp_path / "clip.mp4"], CAPTIONS)
+    torch.testing.assert_close(from_file, scorer.score([read_video(tmp_path / "clip.mp4", 4)], CAPTIONS))
+    assert scorer.build_inputs(str(tmp_path / "clip.mp4"), CAPTIONS[0]).caption_span[1] > 0
 
 
 def test_caption_prior_is_the_same_for_every_video_and_computed_once(tiny, monkeypatch):
