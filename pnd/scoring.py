@@ -100,7 +100,8 @@ class CaptionScorer:
         if isinstance(video, (str, Path)):
             video = read_video(video, self.frames)
         key = "videos" if self.modality == "video" else "images"
-        return dict(self.processor(text=[self.prompt_text], **{key: [video]}, return_tensors="pt"))
+        inputs = self.processor(text=[self.prompt_text], **{key: [video]}, return_tensors="pt")
+        return {k: v.to(self.model.device) if torch.is_tensor(v) else v for k, v in inputs.items()}
 
     def caption_ids(self, caption: str) -> list[int]:
         ids = self.processor.tokenizer(caption, add_special_tokens=False).input_ids
@@ -116,7 +117,7 @@ class CaptionScorer:
         masked prior (visual positions masked, position ids kept).
         """
         inputs = self.prompt_inputs(video)
-        caption = torch.tensor([self.caption_ids(caption)])
+        caption = torch.tensor([self.caption_ids(caption)], device=inputs["input_ids"].device)
         start = inputs["input_ids"].shape[1]
         inputs["input_ids"] = torch.cat([inputs["input_ids"], caption], 1)
         inputs["attention_mask"] = torch.cat([inputs["attention_mask"], torch.ones_like(caption)], 1)
