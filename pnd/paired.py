@@ -39,6 +39,7 @@ class Attachment:
     architecture: Architecture
     forward: Callable
     generate: Callable
+    replaced: dict  # instance attributes that attach shadowed (e.g. accelerate's forward hook), to restore
     generation: "Generation | None" = None
 
 
@@ -68,7 +69,8 @@ def attach(model):
     """Make `model.generate` honour `PriorNormalized` processors; returns the model. Idempotent."""
     if hasattr(model, "_pnd"):
         return model
-    attachment = Attachment(architecture_for(model), model.forward, model.generate)
+    replaced = {name: vars(model)[name] for name in ("forward", "generate") if name in vars(model)}
+    attachment = Attachment(architecture_for(model), model.forward, model.generate, replaced)
 
     @functools.wraps(attachment.forward)
     def forward(*args, **kwargs):
@@ -85,11 +87,13 @@ def attach(model):
 
 
 def detach(model) -> None:
-    """Undo `attach`: the model's own `forward` and `generate` come back."""
+    """Undo `attach`: the model's own `forward` and `generate` come back (hooks set before attach too)."""
     attachment = getattr(model, "_pnd", None)
     if attachment is None:
         return
     del model.forward, model.generate, model._pnd
+    for name, value in attachment.replaced.items():
+        setattr(model, name, value)
 
 
 def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwargs):

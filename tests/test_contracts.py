@@ -1,5 +1,6 @@
 """DESIGN.md §3.3, §3.6, §3.7: other processors, stopping criteria, NaN safety, prior modes, errors."""
 
+import functools
 import math
 
 import pytest
@@ -130,6 +131,29 @@ def test_detach_restores_the_model(tiny):
     assert torch.equal(model.generate(**inputs, max_new_tokens=4, do_sample=False), before)
     with pytest.raises(RuntimeError, match=r"pnd\.attach\(model\)"):
         model.generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
+
+
+def test_detach_keeps_forward_hooks_set_before_attach(tiny):
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
+    class_forward = model.forward
+    calls = []
+
+    @functools.wraps(class_forward)
+    def hooked(*args, **kwargs):  # what accelerate's device hooks do to a dispatched model
+        calls.append(1)
+        return class_forward(*args, **kwargs)
+
+    model.forward = hooked
+    try:
+        pnd.attach(model)
+        model.generate(**inputs, max_new_tokens=3, logits_processor=[pnd.PriorNormalized(0.5)])
+        assert calls, "the hook set before attach must still run"
+        pnd.detach(model)
+        assert model.forward is hooked
+    finally:
+        pnd.detach(model)
+        del model.forward
 
 
 def test_saved_and_reloaded_model_decodes_identically(tiny, tmp_path):
