@@ -148,3 +148,33 @@ def test_videos_of_different_lengths_in_one_batch(tiny):
     out = generate(model, inputs, alpha=0.7, min_new_tokens=STEPS)
     ref_tokens, _ = greedy(model, inputs, 0.7, STEPS)
     assert torch.equal(out.sequences[:, -STEPS:], ref_tokens)
+
+
+def test_llava_next_video_matches_brute_force():
+    from transformers import LlavaNextVideoConfig, LlavaNextVideoForConditionalGeneration
+
+    from pnd.tiny import _scale_attention, tiny_tokenizer
+
+    tokenizer = tiny_tokenizer(["<image>", "<video>"])
+    config = LlavaNextVideoConfig(
+        vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, image_size=32, patch_size=8, projection_dim=32),
+        text_config=dict(model_type="llama", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, bos_token_id=None,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id),
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        video_token_index=tokenizer.convert_tokens_to_ids("<video>"),
+        vision_feature_layer=-1, image_grid_pinpoints=[[32, 32]], spatial_pool_stride=2,
+    )
+    torch.manual_seed(0)
+    model = LlavaNextVideoForConditionalGeneration(config).eval()
+    _scale_attention(model, 4.0)
+    video = tokenizer.convert_tokens_to_ids("<video>")  # 4 frames x (32/8/2)^2 pooled tokens
+    ids = torch.tensor([tokenizer("<|im_start|>user\n").input_ids + [video] * 16
+                        + tokenizer("describe the video.<|im_end|>\n<|im_start|>assistant\n").input_ids])
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "pixel_values_videos": torch.randn(1, 4, 3, 32, 32)}
+    out = generate(model, inputs, alpha=0.7, min_new_tokens=STEPS)
+    ref_tokens, _ = greedy(model, inputs, 0.7, STEPS)
+    assert torch.equal(out.sequences[:, -STEPS:], ref_tokens)
+    assert not torch.equal(ref_tokens, greedy(model, inputs, 0.0, STEPS)[0])
+    pnd.detach(model)
