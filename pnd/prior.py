@@ -22,8 +22,6 @@ from transformers import DynamicCache
 
 from .architectures import Architecture, architecture_for
 
-PRIOR_MODES = ("masked", "text", "blank")
-
 
 @dataclass
 class PriorPrefill:
