@@ -20,8 +20,11 @@ VIDEO_SUFFIXES = (".mp4", ".webm", ".avi", ".mkv", ".mov", ".gif", ".m4v")
 FRAME_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 
 
-class VideoReadError(RuntimeError):
-    """A video that could not be read; the message names the file and the reason."""
+class VideoReadError(OSError, ValueError):
+    """A video that could not be read; the message names the file and the reason.
+
+    It is an OSError (the file could not be read) and a ValueError (a bad input), so either catches it.
+    """
 
 
 def uniform_indices(total: int, frames: int) -> list[int]:

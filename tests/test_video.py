@@ -49,3 +49,7 @@ def test_unreadable_and_missing_files_are_named(tmp_path):
         read_video(tmp_path / "broken.mp4")
     with pytest.raises(VideoReadError, match="missing.mp4: no such file"):
         read_video(tmp_path / "missing.mp4")
+    with pytest.raises(OSError):
+        read_video(tmp_path / "broken.mp4")
+    with pytest.raises(ValueError):
+        read_video(tmp_path / "broken.mp4")
