@@ -24,6 +24,15 @@ _MODES = ("masked", "text", "blank")
 _FLOOR = -1e30  # a prior log-probability of -inf would turn into +inf: keep it finite
 
 
+def check_alpha_and_prior(alpha, prior: str, modes: tuple[str, ...] = _MODES) -> None:
+    """Raise a ValueError naming the problem if alpha is not a finite number in [0, 1] or prior not in modes."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 0 <= alpha <= 1:
+        raise ValueError(f"alpha must be a finite number in [0, 1], got {alpha!r}. Typical values: 0.5 for "
+                         "generation, 0.8-1.0 for retrieval.")
+    if prior not in modes:
+        raise ValueError(f"prior must be one of {', '.join(map(repr, modes))}, got {prior!r}.")
+
+
 class PriorNormalized(LogitsProcessor):
     """Prior-normalized decoding for vision-language models (BLiM's Candidate Prior Normalization).
 
@@ -44,11 +53,7 @@ class PriorNormalized(LogitsProcessor):
     """
 
     def __init__(self, alpha: float, *, prior: str = "masked", plausibility: float | None = None):
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 0 <= alpha <= 1:
-            raise ValueError(f"alpha must be a finite number in [0, 1], got {alpha!r}. Typical values: 0.5 for "
-                             "generation, 0.8-1.0 for retrieval.")
-        if prior not in _MODES:
-            raise ValueError(f"prior must be one of {', '.join(map(repr, _MODES))}, got {prior!r}.")
+        check_alpha_and_prior(alpha, prior)
         if plausibility is not None and (
             isinstance(plausibility, bool) or not isinstance(plausibility, (int, float)) or not 0 < plausibility <= 1
         ):

@@ -26,6 +26,7 @@ from transformers import DynamicCache
 
 from .architectures import architecture_for
 from .prior import default_position_ids, masked_prefill
+from .processor import check_alpha_and_prior
 from .video import read_video
 
 
@@ -72,11 +73,7 @@ class CaptionScorer:
     def __init__(self, model, processor, alpha: float = 0.9, reduction: str = "mean",
                  prompt: str = "Describe the video.", prior: str = "masked", modality: str = "video",
                  frames: int = 8, batch_size: int = 16, progress: bool = False):
-        from .processor import PriorNormalized
-
-        PriorNormalized(alpha, prior=prior)  # same validation of alpha and prior mode
-        if prior == "blank":
-            raise ValueError("CaptionScorer supports prior='masked' or 'text'.")
+        check_alpha_and_prior(alpha, prior, modes=("masked", "text"))  # "blank" needs generate's encoder
         if reduction not in ("sum", "mean"):
             raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}.")
         if modality not in ("video", "image"):

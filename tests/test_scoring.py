@@ -122,7 +122,7 @@ def test_score_is_the_sum_of_prior_normalized_steps(tiny, model_type):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"alpha": 2}, "alpha must be"), ({"reduction": "max"}, "reduction must be"),
-    ({"batch_size": 0}, "batch_size must be"), ({"prior": "blank"}, "masked' or 'text"),
+    ({"batch_size": 0}, "batch_size must be"), ({"prior": "blank"}, "prior must be one of 'masked', 'text'"),
 ])
 def test_bad_scorer_arguments(tiny, kwargs, message):
     model, processor = tiny("llava_onevision")
