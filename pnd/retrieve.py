@@ -133,18 +133,20 @@ def metrics_table(matrices: dict, targets: torch.Tensor, alpha: float) -> str:
     else:
         rows.append(("first stage", matrices["first_stage"]))
         rows.append((f"reranked, prior-normalized (alpha={alpha})", matrices["normalized"]))
-    lines = ["| video->text scores | R@1 | R@5 | R@10 | MedR | MeanR |", "|---|---|---|---|---|---|"]
-    for name, scores in rows:
-        m = retrieval_metrics(scores, targets)
-        lines.append(f"| {name} | {m['R@1']:.1f} | {m['R@5']:.1f} | {m['R@10']:.1f} | {m['MedR']:.1f} | {m['MeanR']:.2f} |")
-    return "\n".join(lines)
+    return markdown_table("video->text scores", [(name, retrieval_metrics(s, targets)) for name, s in rows])
 
 
 def text_to_video_table(conditional: torch.Tensor, targets: torch.Tensor) -> str:
     """Text->video ranks videos by log P(t|v): the caption prior is the same for every video."""
-    m = retrieval_metrics(conditional[:, targets].T, torch.arange(len(targets)))
-    return ("| text->video scores | R@1 | R@5 | R@10 | MedR | MeanR |\n|---|---|---|---|---|---|\n"
-            f"| log P(t|v) | {m['R@1']:.1f} | {m['R@5']:.1f} | {m['R@10']:.1f} | {m['MedR']:.1f} | {m['MeanR']:.2f} |")
+    metrics = retrieval_metrics(conditional[:, targets].T, torch.arange(len(targets)))
+    return markdown_table("text->video scores", [("log P(t|v)", metrics)])
+
+
+def markdown_table(title: str, rows: list[tuple[str, dict]]) -> str:
+    lines = [f"| {title} | R@1 | R@5 | R@10 | MedR | MeanR |", "|---|---|---|---|---|---|"]
+    for name, m in rows:
+        lines.append(f"| {name} | {m['R@1']:.1f} | {m['R@5']:.1f} | {m['R@10']:.1f} | {m['MedR']:.1f} | {m['MeanR']:.2f} |")
+    return "\n".join(lines)
 
 
 def plot(matrices: dict, caption_lengths: list[int], path: Path) -> None:
