@@ -28,8 +28,7 @@ def naive_score(model, scorer, video, caption):
     inputs = scorer.build_inputs(video, caption)
     start, end = inputs.caption_span
     ids = inputs["input_ids"]
-    metadata = {k: v for k, v in inputs.items() if k not in ("input_ids", "attention_mask") and not k.startswith("pixel")}
-    positions = pnd.prior.default_position_ids(model, ids, inputs["attention_mask"], **metadata)
+    positions = pnd.prior.default_position_ids(model, **inputs)
     visual = torch.isin(ids, torch.tensor([model.config.image_token_id, model.config.video_token_id]))
     sums = []
     for mask in (inputs["attention_mask"], inputs["attention_mask"] * ~visual):

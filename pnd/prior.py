@@ -40,9 +40,16 @@ def gather_positions(position_ids: torch.Tensor, index: torch.Tensor) -> torch.T
     return position_ids.gather(2, index.expand(position_ids.shape[0], -1, -1))
 
 
-def default_position_ids(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs) -> torch.Tensor:
-    """The position ids `generate` gives the conditioned pass (M-RoPE rows included for Qwen2-VL)."""
-    model_kwargs = {"attention_mask": attention_mask, **kwargs}
+def default_position_ids(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                         **inputs) -> torch.Tensor:
+    """The position ids `generate` gives the conditioned pass (M-RoPE rows included for Qwen2-VL).
+
+    `inputs` are the processor's other outputs; pixel inputs among them are ignored.
+    """
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    metadata = {k: v for k, v in inputs.items() if not k.startswith("pixel_values")}
+    model_kwargs = {"attention_mask": attention_mask, **metadata}
     base = model.model
     saved_rope_deltas = getattr(base, "rope_deltas", None)  # Qwen2-VL keeps shared state here: restore it
     try:
@@ -158,6 +165,5 @@ def prior_logits(
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     if position_ids is None:
-        metadata = {k: v for k, v in inputs.items() if not k.startswith("pixel_values")}
-        position_ids = default_position_ids(model, input_ids, attention_mask, **metadata)
+        position_ids = default_position_ids(model, input_ids, attention_mask, **inputs)
     return masked_prefill(model, input_ids, attention_mask, position_ids, mode).logits

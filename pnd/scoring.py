@@ -149,9 +149,7 @@ class CaptionScorer:
 
     def _conditioned_prefix(self, inputs: dict) -> "Prefix":
         model = self.model
-        metadata = {k: v for k, v in inputs.items() if not k.startswith("pixel_values")}
-        metadata.pop("input_ids"), metadata.pop("attention_mask")
-        positions = default_position_ids(model, inputs["input_ids"], inputs["attention_mask"], **metadata)
+        positions = default_position_ids(model, **inputs)
         cache = DynamicCache(config=model.config.get_text_config(decoder=True))
         out = model(**inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
         layers = [(layer.keys, layer.values) for layer in cache.layers]
