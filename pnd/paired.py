@@ -157,9 +157,9 @@ def _prefill(model, attachment, generation, cache, kwargs):
     if generation.blank_outputs is not None:
         prior = blank_prefill(model, attachment.forward, kwargs, generation.blank_outputs)
     else:
-        prior = masked_prefill(
-            model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], generation.processor.prior
-        )
+        shared = [(layer.keys, layer.values) for layer in cache.layers]
+        prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"],
+                               generation.processor.prior, shared)
     cache.add_prior(prior)
     generation.record(outputs.logits[:, -1], prior.logits)
     return outputs

@@ -2,7 +2,8 @@
 
 The masked prior never needs pixels or the vision tower: its prefill runs the language model on the
 text tokens only, with the position ids they have in the conditioned pass, and lays the result out in a
-KV-cache of the conditioned pass's length (visual slots zero and masked).
+KV-cache of the conditioned pass's length (visual slots zero and masked). Text before the first visual
+token is the same in both passes: its keys/values are copied from the conditioned pass, not recomputed.
 
 Example:
     >>> import pnd, torch
@@ -84,28 +85,40 @@ def masked_prefill(
     attention_mask: torch.Tensor | None,
     position_ids: torch.Tensor,
     mode: str = "masked",
+    shared: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> PriorPrefill:
-    """Prefill the prior rows on the text tokens alone ("masked": original positions; "text": renumbered)."""
+    """Prefill the prior rows on the text tokens alone ("masked": original positions; "text": renumbered).
+
+    `shared` is the conditioned pass's per-layer (keys, values) for the same prompt. The text tokens
+    before a row's first visual token see the same tokens at the same positions in both passes, so their
+    keys/values are copied from it; only the text after the first visual token is computed.
+    """
     architecture = architecture_for(model)
     batch, length = input_ids.shape
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     text = text_slots(architecture, model.config, input_ids, attention_mask)
+    slots = torch.arange(length, device=input_ids.device)
+    first_visual = architecture.visual_mask(model.config, input_ids).int().argmax(dim=1, keepdim=True)
+    reused = text & (slots < first_visual) if shared is not None else torch.zeros_like(text)
+    computed = text & ~reused
+    prefix = int(first_visual.max()) if shared is not None else 0  # slots [0, prefix) hold every reused one
 
-    # Compact each row to its text tokens, left-padded to the longest row, order kept.
-    n_text = int(text.sum(dim=1).max())
-    index = torch.sort(text.to(torch.int8), dim=1, stable=True).indices[:, length - n_text :]
-    compact_mask = text.gather(1, index)
+    # Compact each row to its computed tokens, left-padded to the longest row, order kept.
+    n_computed = int(computed.sum(dim=1).max())
+    index = torch.sort(computed.to(torch.int8), dim=1, stable=True).indices[:, length - n_computed :]
+    compact_mask = computed.gather(1, index)
     if mode == "text":
-        renumbered = (compact_mask.long().cumsum(-1) - 1).clamp(min=0)
+        renumbered = (text.long().cumsum(-1) - 1).clamp(min=0).gather(1, index)
         compact_positions = renumbered if position_ids.ndim == 2 else renumbered.expand(position_ids.shape[0], -1, -1)
     else:
         compact_positions = gather_positions(position_ids, index)
 
-    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+    reused_layers = [(k[:, :, :prefix], v[:, :, :prefix]) for k, v in shared] if prefix else None
+    cache = DynamicCache(ddp_cache_data=reused_layers, config=model.config.get_text_config(decoder=True))
     hidden = model.model.language_model(
         input_ids=input_ids.gather(1, index),
-        attention_mask=compact_mask.long(),
+        attention_mask=torch.cat([reused[:, :prefix], compact_mask], 1).long(),
         position_ids=compact_positions,
         past_key_values=cache,
         use_cache=True,
@@ -113,12 +126,16 @@ def masked_prefill(
     logits = model.get_output_embeddings()(hidden[:, -1])
 
     layers = []
+    keep = reused[:, None, :prefix, None]
     for layer in cache.layers:
-        slots = index[:, None, :, None].expand_as(layer.keys)
         full_shape = (batch, layer.keys.shape[1], length, layer.keys.shape[-1])
-        keys = layer.keys.new_zeros(full_shape).scatter_(2, slots, layer.keys)
-        values = layer.values.new_zeros(full_shape).scatter_(2, slots, layer.values)
-        layers.append((keys, values))
+        target = index[:, None, :, None].expand(-1, full_shape[1], -1, full_shape[3])
+        full = []
+        for states in (layer.keys, layer.values):
+            laid_out = states.new_zeros(full_shape)
+            laid_out[:, :, :prefix] = states[:, :, :prefix] * keep  # reused slots; visual/padding ones stay 0
+            full.append(laid_out.scatter_(2, target, states[:, :, prefix:]))
+        layers.append(tuple(full))
     offset = position_ids[..., -1] - compact_positions[..., -1]
     return PriorPrefill(logits=logits, layers=layers, attends=text, position_offset=offset)
 

@@ -166,7 +166,8 @@ class CaptionScorer:
         return torch.tensor([self._priors[(layout, tuple(t))] for t in tokens])
 
     def _prior_prefix(self, prefix: "Prefix") -> "Prefix":
-        prior = masked_prefill(self.model, prefix.input_ids, prefix.attends.long(), prefix.positions, self.prior_mode)
+        prior = masked_prefill(self.model, prefix.input_ids, prefix.attends.long(), prefix.positions, self.prior_mode,
+                               shared=prefix.layers)
         return Prefix(prefix.input_ids, prefix.positions, prior.layers, prior.attends, prior.logits,
                       next_positions=prefix.next_positions - prior.position_offset[..., None])
 

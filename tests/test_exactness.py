@@ -6,7 +6,7 @@ import torch
 import pnd
 from pnd.tiny import TINY_ARCHITECTURES, tiny_inputs
 
-from reference import forced_scores, full_logits, greedy
+from reference import PIXEL_KEYS, conditioned_positions, forced_scores, full_logits, greedy, visual_positions
 
 PROMPTS = ("Describe the video.", "what colour is the shape? answer with one word.")
 STEPS = 6
@@ -125,6 +125,44 @@ def test_prior_ignores_pixels_and_equals_masked_forward(tiny, model_type):
     assert torch.equal(prior_a, prior_b) and torch.equal(prior_a, no_pixels)
     torch.testing.assert_close(prior_a.float(), full_logits(model, a, a["input_ids"], prior=True), atol=1e-4, rtol=0)
     assert not torch.allclose(prior_a.float(), full_logits(model, a, a["input_ids"], prior=False), atol=1e-2)
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+def test_prior_prefill_runs_only_the_text_after_the_video(tiny, model_type):
+    """Issue 7: the prior's only language-model call covers the text after each row's first visual token
+    (the text before it is copied from the conditioned pass), and the prior's KV-cache equals a brute-force
+    masked forward's at every text slot (left-padded batch)."""
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    visual = visual_positions(model, ids)
+    text = mask.bool() & ~visual
+    after_video = text & (torch.arange(ids.shape[1]) > visual.int().argmax(1, keepdim=True))
+    assert (text & ~after_video).any(1).all()  # every prompt has text before its video to reuse
+    calls = []
+    hook = model.model.language_model.register_forward_pre_hook(
+        lambda module, args, kwargs: calls.append(kwargs) if kwargs.get("input_ids") is not None else None,
+        with_kwargs=True,
+    )
+    try:
+        out = pnd.attach(model).generate(**inputs, max_new_tokens=1, do_sample=False, return_dict_in_generate=True,
+                                         logits_processor=[pnd.PriorNormalized(0.5)])
+    finally:
+        hook.remove()
+    assert len(calls) == 1
+    computed = calls[0]["input_ids"]
+    assert computed.shape[1] == int(after_video.sum(1).max())
+    for row in range(ids.shape[0]):
+        assert computed[row, -int(after_video[row].sum()) :].tolist() == ids[row, after_video[row]].tolist()
+
+    positions = conditioned_positions(model, ids, mask, inputs)
+    pixels = {k: inputs[k] for k in PIXEL_KEYS if k in inputs}
+    with torch.no_grad():
+        masked = model(input_ids=ids, attention_mask=mask * ~visual, position_ids=positions, use_cache=True, **pixels)
+    n = ids.shape[0]
+    for got, want in zip(out.past_key_values.layers, masked.past_key_values.layers):
+        for got_states, want_states in ((got.keys[n:], want.keys), (got.values[n:], want.values)):
+            torch.testing.assert_close(got_states.transpose(1, 2)[text], want_states.transpose(1, 2)[text], atol=1e-4, rtol=0)
 
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen2_5_vl"])
