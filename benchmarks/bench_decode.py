@@ -1,136 +1,351 @@
 """Decoding cost of prior normalization, as ratios to plain `generate` measured in one run.
 
-    .venv/bin/python benchmarks/bench_decode.py [--tokens 32] [--repeats 3] [--out benchmarks/RESULTS.md]
+    .venv/bin/python benchmarks/bench_decode.py --out benchmarks/RESULTS.md          # CPU, ~8 min on 2 cores
+    python benchmarks/bench_decode.py --size 7b --device cuda --dtype bfloat16 [--arch qwen2_vl]   # GPU
 
-Model: a random-weight LLaVA-OneVision (SigLIP + Qwen2 decoder, >= 100 M parameters, built offline from
-a config) on one 16-frame video prompt, greedy decoding. Compared, on the same model and inputs:
-  plain   - model.generate
-  pnd     - model.generate with pnd.PriorNormalized (paired forward, text-only prior prefill)
-  cfg     - transformers' UnbatchedClassifierFreeGuidanceLogitsProcessor with the text-only prompt
-            (a second model call per step with its own cache, the peers' approach)
-  naive   - the prior recomputed without cache: a full masked forward over the whole sequence per step
-Per-token time = (time for N tokens - time for 1 token) / (N - 1); prefill = time for 1 token.
-The greedy tokens of pnd are checked against the naive path before anything is timed.
+Models have random weights and are built offline from a real architecture's config: `--size cpu` is
+LLaVA-OneVision (SigLIP + a 154 M-parameter Qwen2 decoder), `7b` the LLaVA-OneVision-7B / Qwen2-VL-7B
+shapes, `tiny` a seconds-long smoke run for the tests. One video prompt (text, `--frames` frames, text).
+
+Part 1 (greedy, batch 1) compares, on the same model and inputs:
+  plain        model.generate
+  plain, 2 rows  model.generate on the prompt twice (batch 2): what one more row costs on this hardware,
+               the floor of any method that runs its second pass in the same batched call
+  pnd          pnd.PriorNormalized: conditioned and prior rows in one call per step (pnd has no sequential path)
+  cfg          transformers' UnbatchedClassifierFreeGuidanceLogitsProcessor on the text-only prompt
+               (a second model call per step with its own cache)
+  mitigv VCD   mitigv's VCD: its own decoding loop, a second forward on distorted frames per step
+               (LLaVA models; skipped when mitigv is not installed: pip install -e ".[bench]")
+  naive        the masked prior recomputed from scratch at every step (no cache)
+Part 2: plain vs pnd for greedy, beam search (4 beams) and sampling, batch 1 and 8 (`--modes-frames`).
+
+Per-token time = (time for N tokens - time for 1 token) / (N - 1); prefill = time for 1 token; best of
+`--repeats`. Peak memory: CUDA's max_memory_allocated, on CPU the peak resident set (VmHWM) of the run.
+Before anything is timed, pnd's greedy tokens are checked equal to the naive recompute's.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import math
+import re
 import time
+from pathlib import Path
 
 import torch
-from transformers import LlavaOnevisionConfig, LlavaOnevisionForConditionalGeneration, LogitsProcessor
+from transformers import AutoConfig, AutoModelForImageTextToText, LogitsProcessor
 from transformers.generation.logits_process import UnbatchedClassifierFreeGuidanceLogitsProcessor
 
 import pnd
 from pnd.prior import default_position_ids
+from results import write_section
 
 ALPHA = 0.5
+# Decoder and vision-tower shapes. "7b" follows LLaVA-OneVision-7B (Qwen2-7B + SigLIP-so400m, 384 px) and
+# Qwen2-VL-7B (its 32-block, 1280-wide vision tower; 448 px frames).
+SIZES = {
+    "tiny": dict(hidden=64, intermediate=128, layers=2, heads=4, kv_heads=2, vocab=1000,
+                 siglip=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                             image_size=32, patch_size=8),
+                 qwen_vision=dict(depth=1, embed_dim=32, num_heads=2), qwen_pixels=56),
+    "cpu": dict(hidden=768, intermediate=3072, layers=12, heads=12, kv_heads=4, vocab=32000,
+                siglip=dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
+                            image_size=64, patch_size=8),
+                qwen_vision=dict(depth=2, embed_dim=128, num_heads=2), qwen_pixels=112),
+    "7b": dict(hidden=3584, intermediate=18944, layers=28, heads=28, kv_heads=4, vocab=152064,
+               siglip=dict(hidden_size=1152, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16,
+                           image_size=384, patch_size=14),
+               qwen_vision=dict(depth=32, embed_dim=1280, num_heads=16), qwen_pixels=448),
+}
 
 
-def build_model(vocab=32000, hidden=768, layers=12, frames=16, seed=0):
-    video_token = vocab - 1
-    config = LlavaOnevisionConfig(
-        vision_config=dict(model_type="siglip_vision_model", hidden_size=128, intermediate_size=256,
-                           num_hidden_layers=2, num_attention_heads=2, image_size=64, patch_size=8),
-        text_config=dict(model_type="qwen2", vocab_size=vocab, hidden_size=hidden, intermediate_size=4 * hidden,
-                         num_hidden_layers=layers, num_attention_heads=12, num_key_value_heads=4,
-                         max_position_embeddings=4096, eos_token_id=None, pad_token_id=0),
-        image_token_index=vocab - 2, video_token_index=video_token, vision_feature_layer=-1,
-        vision_feature_select_strategy="full", image_grid_pinpoints=[[64, 64]], tie_word_embeddings=False,
-    )
+def build_model(arch: str = "llava_onevision", size: str = "cpu", device="cpu", dtype=torch.float32, seed: int = 0):
+    """A random-weight model of `arch` at `size`, on `device` in `dtype`."""
+    s = SIZES[size]
+    text = dict(vocab_size=s["vocab"], hidden_size=s["hidden"], intermediate_size=s["intermediate"],
+                num_hidden_layers=s["layers"], num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"],
+                max_position_embeddings=32768, eos_token_id=None, pad_token_id=0, bos_token_id=None)
+    vocab = s["vocab"]
+    if arch == "llava_onevision":
+        config = AutoConfig.for_model(
+            "llava_onevision", text_config=dict(model_type="qwen2", **text),
+            vision_config=dict(model_type="siglip_vision_model", **s["siglip"]),
+            image_token_index=vocab - 2, video_token_index=vocab - 1, vision_feature_layer=-1,
+            vision_feature_select_strategy="full", image_grid_pinpoints=[[s["siglip"]["image_size"]] * 2],
+            tie_word_embeddings=False,
+        )
+    else:
+        half_head = s["hidden"] // s["heads"] // 2
+        sections = [half_head // 4, 3 * half_head // 8, half_head - half_head // 4 - 3 * half_head // 8]
+        config = AutoConfig.for_model(
+            "qwen2_vl", text_config=dict(**text, rope_parameters={"rope_type": "default", "mrope_section": sections,
+                                                                  "rope_theta": 1e6}),
+            vision_config=dict(**s["qwen_vision"], hidden_size=s["hidden"], patch_size=14, spatial_merge_size=2,
+                               temporal_patch_size=2, in_channels=3),
+            image_token_id=vocab - 2, video_token_id=vocab - 1, vision_start_token_id=vocab - 4,
+            vision_end_token_id=vocab - 3,
+        )
     torch.manual_seed(seed)
-    model = LlavaOnevisionForConditionalGeneration(config).eval()
-    n_video = frames * 4 * 4 + 1  # frames * ceil(8/2)^2 + newline
-    prompt = torch.randint(10, 1000, (1, 14)).tolist()[0]
-    text = torch.randint(10, 1000, (1, 24)).tolist()[0]
-    input_ids = torch.tensor([prompt + [video_token] * n_video + text])
-    inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids),
-              "pixel_values_videos": torch.randn(1, frames, 3, 64, 64)}
-    unconditional = torch.tensor([prompt + text])
-    return model, inputs, unconditional
+    with torch.device(device):
+        model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
+    return model.eval()
+
+
+def video_inputs(model, size: str, frames: int, batch: int = 1, seed: int = 0) -> tuple[dict, torch.Tensor]:
+    """Left-padded video prompts (text, video, text of different lengths) and the text-only prompts."""
+    config, device = model.config, model.device
+    generator = torch.Generator().manual_seed(seed)
+    if config.model_type == "llava_onevision":
+        side = config.vision_config.image_size
+        per_side = math.ceil(side // config.vision_config.patch_size / 2)
+        visual = [config.video_token_id] * (frames * per_side**2 + 1)
+        pixels = {"pixel_values_videos": torch.randn(batch, frames, 3, side, side, generator=generator)}
+    else:
+        side = SIZES[size]["qwen_pixels"]
+        grid = [frames // 2, side // 14, side // 14]
+        visual = [config.vision_start_token_id] + [config.video_token_id] * (math.prod(grid) // 4) + [
+            config.vision_end_token_id]
+        pixels = {"pixel_values_videos": torch.randn(batch * math.prod(grid), 3 * 2 * 14 * 14, generator=generator),
+                  "video_grid_thw": torch.tensor([grid] * batch)}
+    rows, texts = [], []
+    for r in range(batch):
+        prefix = torch.randint(10, 1000, (14,), generator=generator).tolist()
+        question = torch.randint(10, 1000, (24 - 3 * (r % 3),), generator=generator).tolist()
+        rows.append(prefix + visual + question)
+        texts.append(prefix + question)
+    inputs = _left_pad(rows) | pixels
+    if config.model_type == "qwen2_vl":
+        inputs["mm_token_type_ids"] = (inputs["input_ids"] == config.video_token_id).long() * 2
+    to = {"device": device}
+    inputs = {k: v.to(**to, dtype=model.dtype) if v.is_floating_point() else v.to(**to) for k, v in inputs.items()}
+    return inputs, _left_pad(texts)["input_ids"].to(device)
+
+
+def _left_pad(rows: list[list[int]]) -> dict:
+    width = max(map(len, rows))
+    ids = torch.tensor([[0] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    return {"input_ids": ids, "attention_mask": mask}
 
 
 class NaivePrior(LogitsProcessor):
-    """Recompute the masked prior from scratch at every step (no cache): the brute-force way."""
+    """The masked prior recomputed from scratch at every step (no cache): the brute-force way."""
 
     def __init__(self, model, inputs):
         self.model, self.inputs = model, inputs
-        self.visual = inputs["input_ids"] == model.config.video_token_id
+        self.visual = torch.isin(inputs["input_ids"], torch.tensor(pnd.architectures.architecture_for(model)
+                                                                   .visual_token_ids(model.config), device=model.device))
 
     @torch.no_grad()
     def __call__(self, input_ids, scores):
-        mask = torch.ones_like(input_ids)
-        mask[:, : self.visual.shape[1]] *= ~self.visual
-        positions = default_position_ids(self.model, input_ids, torch.ones_like(input_ids))
-        prior = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                           pixel_values_videos=self.inputs["pixel_values_videos"], use_cache=False).logits[:, -1]
-        return torch.log_softmax(scores, -1) - ALPHA * torch.log_softmax(prior.float(), -1)
+        prompt_len = self.visual.shape[1]
+        grown = {k: torch.cat([v, v.new_zeros(v.shape[0], input_ids.shape[1] - prompt_len)], 1)
+                 for k, v in self.inputs.items() if k in ("attention_mask", "mm_token_type_ids")}
+        grown["attention_mask"][:, prompt_len:] = 1
+        extra = {k: v for k, v in self.inputs.items() if k not in ("input_ids", "attention_mask", "mm_token_type_ids")}
+        positions = default_position_ids(self.model, input_ids, **grown, **extra)
+        mask = grown["attention_mask"].clone()
+        mask[:, :prompt_len] *= ~self.visual
+        prior = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=False,
+                           **extra).logits[:, -1]
+        return torch.log_softmax(scores.float(), -1) - ALPHA * torch.log_softmax(prior.float(), -1)
 
 
-def methods(model, inputs, unconditional):
-    return {
-        "plain": lambda: [],
-        "pnd": lambda: [pnd.PriorNormalized(ALPHA)],
-        "cfg": lambda: [UnbatchedClassifierFreeGuidanceLogitsProcessor(1 - ALPHA, model, unconditional)],
-        "naive": lambda: [NaivePrior(model, inputs)],
-    }
+def mitigv_vcd(model, inputs):
+    """A callable running mitigv's VCD for n tokens on `inputs`, or None where mitigv cannot run."""
+    if model.config.model_type != "llava_onevision":
+        return None  # mitigv supports the LLaVA and Qwen2.5-VL families
+    try:
+        from mitigv import build_mitigator
+        from mitigv.backends.llava import LlavaModelAdapter
+    except ImportError:
+        return None
+
+    class FixedInputs:
+        """mitigv's processor protocol, handing it the benchmark's prepared inputs."""
+
+        def prepare_inputs(self, prompt, images):
+            return dict(inputs)
+
+        def batch_decode(self, ids, **kwargs):
+            return [""] * len(ids)
+
+    vcd = build_mitigator("vcd", LlavaModelAdapter(model), FixedInputs(), alpha=1.0, beta=0.1, do_sample=False)
+    return lambda n: vcd.generate(None, "", max_new_tokens=n)
 
 
 @torch.no_grad()
-def run(model, inputs, processors, tokens):
-    return model.generate(**inputs, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
-                          logits_processor=processors)
+def generate(model, inputs, processors, tokens, **kwargs):
+    if kwargs.get("do_sample"):
+        torch.manual_seed(0)
+    return model.generate(**inputs, max_new_tokens=tokens, min_new_tokens=tokens, logits_processor=processors,
+                          **kwargs)
 
 
-def timed(model, inputs, make, tokens, repeats):
-    best = float("inf")
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(run, device, tokens: int, repeats: int) -> float:
+    best = math.inf
     for _ in range(repeats):
+        _sync(device)
         start = time.perf_counter()
-        run(model, inputs, make(), tokens)
+        run(tokens)
+        _sync(device)
         best = min(best, time.perf_counter() - start)
     return best
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tokens", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default=None, help="also write the table to this Markdown file")
-    args = parser.parse_args()
+def peak_memory(run, device) -> tuple[float, float]:
+    """(peak, peak minus what was in use before) in MB during `run()`: CUDA allocations or resident memory."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        run()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+    else:
+        before = _resident("VmRSS")
+        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak resident set
+        run()
+        peak = _resident("VmHWM")
+    return peak / 2**20, (peak - before) / 2**20
 
-    model, inputs, unconditional = build_model()
-    pnd.attach(model)
+
+def _resident(field: str) -> int:
+    return int(re.search(rf"{field}:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1)) * 1024
+
+
+def measure(run, device, tokens, repeats) -> dict:
+    run(2)  # warm-up
+    prefill = timed(run, device, 1, repeats)
+    full = timed(run, device, tokens, repeats)
+    peak, working = peak_memory(lambda: run(tokens), device)
+    return {"prefill": prefill, "token": (full - prefill) / (tokens - 1), "peak": peak, "working": working}
+
+
+def check_tokens(model, inputs, tokens: int) -> None:
+    ours = generate(model, inputs, [pnd.PriorNormalized(ALPHA)], tokens, do_sample=False)
+    naive = generate(model, inputs, [NaivePrior(model, inputs)], tokens, do_sample=False)
+    if not torch.equal(ours, naive):
+        raise AssertionError("pnd's greedy tokens differ from the naive recompute path")
+
+
+def peers(model, inputs, unconditional, args, device) -> list[tuple[str, dict]]:
+    doubled = {k: torch.cat([v, v]) for k, v in inputs.items()}
+    runs = {
+        "plain": lambda n: generate(model, inputs, [], n, do_sample=False),
+        "plain, 2 rows": lambda n: generate(model, doubled, [], n, do_sample=False),
+        "pnd": lambda n: generate(model, inputs, [pnd.PriorNormalized(ALPHA)], n, do_sample=False),
+        "cfg": lambda n: generate(model, inputs, [UnbatchedClassifierFreeGuidanceLogitsProcessor(
+            1 - ALPHA, model, unconditional)], n, do_sample=False),
+        "mitigv VCD": mitigv_vcd(model, inputs),
+        "naive": lambda n: generate(model, inputs, [NaivePrior(model, inputs)], n, do_sample=False),
+    }
+    rows = []
+    for name, run in runs.items():
+        if run is None:
+            print(f"{name}: skipped (not installed or not supported for {model.config.model_type})")
+            continue
+        tokens = min(args.tokens, args.naive_tokens) if name == "naive" else args.tokens
+        try:
+            rows.append((name, measure(run, device, tokens, args.repeats)))
+        except Exception as error:  # a peer that breaks on this model is a result too
+            rows.append((name, f"fails: {type(error).__name__}: {str(error).splitlines()[0][:80]}"))
+        print(name, rows[-1][1], flush=True)
+    return rows
+
+
+MODES = {"greedy": dict(do_sample=False), "beam (4)": dict(do_sample=False, num_beams=4),
+         "sampling": dict(do_sample=True, top_k=50)}
+
+
+def modes(model, args, device) -> list[tuple[str, int, dict, dict]]:
+    rows = []
+    for batch in (1, 8):
+        inputs, _ = video_inputs(model, args.size, args.modes_frames, batch)
+        if batch > 1:
+            check_tokens(model, inputs, 4)
+        for mode, kwargs in MODES.items():
+            plain = measure(lambda n: generate(model, inputs, [], n, **kwargs), device, args.modes_tokens, args.repeats)
+            ours = measure(lambda n: generate(model, inputs, [pnd.PriorNormalized(ALPHA)], n, **kwargs), device,
+                           args.modes_tokens, args.repeats)
+            rows.append((mode, batch, plain, ours))
+            print(mode, batch, f"prefill {ours['prefill'] / plain['prefill']:.2f}x",
+                  f"token {ours['token'] / plain['token']:.2f}x", flush=True)
+    return rows
+
+
+def hardware(device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({torch.get_num_threads()} threads)"
+
+
+def report(model, inputs, args, device, peer_rows, mode_rows) -> str:
     n_params = sum(p.numel() for p in model.parameters()) / 1e6
-    check = 8
-    ours = run(model, inputs, [pnd.PriorNormalized(ALPHA)], check)
-    naive = run(model, inputs, [NaivePrior(model, inputs)], check)
-    assert torch.equal(ours, naive), "pnd's greedy tokens differ from the naive recompute path"
-
-    rows, make = [], methods(model, inputs, unconditional)
-    for name, processors in make.items():
-        run(model, inputs, processors(), 2)  # warm-up
-        first = timed(model, inputs, processors, 1, args.repeats)
-        full = timed(model, inputs, processors, args.tokens, args.repeats)
-        rows.append((name, first, (full - first) / (args.tokens - 1)))
-    plain_prefill, plain_token = rows[0][1], rows[0][2]
+    base = peer_rows[0][1]
     lines = [
-        f"CPU ({torch.get_num_threads()} threads), torch {torch.__version__}; random LLaVA-OneVision, "
-        f"{n_params:.0f} M parameters, {inputs['input_ids'].shape[1]}-token prompt with a 16-frame video, "
-        f"greedy, batch 1, {args.tokens} new tokens, best of {args.repeats}. Greedy tokens of pnd == naive: yes (checked in the run).",
+        f"{hardware(device)}, torch {torch.__version__}, {args.dtype}; random {model.config.model_type} "
+        f"({args.size} shape, {n_params:,.1f} M parameters). Best of {args.repeats}; greedy tokens of pnd == the "
+        "naive recompute's: checked in the run.",
         "",
-        "| method | prefill (ms) | prefill ratio | per token (ms) | per-token ratio |",
-        "|---|---|---|---|---|",
+        f"Greedy, batch 1, {inputs['input_ids'].shape[1]}-token prompt with a {args.frames}-frame video, "
+        f"{args.tokens} new tokens (naive: {min(args.tokens, args.naive_tokens)}):",
+        "",
+        "| method | prefill (ms) | prefill ratio | per token (ms) | per-token ratio | peak memory (MB) | peak ratio | "
+        "working memory (MB) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for name, prefill, token in rows:
-        lines.append(f"| {name} | {prefill * 1e3:.1f} | {prefill / plain_prefill:.2f}x | {token * 1e3:.1f} | "
-                     f"{token / plain_token:.2f}x |")
-    table = "\n".join(lines)
+    for name, m in peer_rows:
+        if isinstance(m, str):
+            lines.append(f"| {name} | {m} | | | | | | |")
+            continue
+        lines.append(f"| {name} | {m['prefill'] * 1e3:.1f} | {m['prefill'] / base['prefill']:.2f}x | "
+                     f"{m['token'] * 1e3:.1f} | {m['token'] / base['token']:.2f}x | {m['peak']:.0f} | "
+                     f"{m['peak'] / base['peak']:.2f}x | {m['working']:.0f} |")
+    if mode_rows:
+        lines += ["", f"pnd against plain `generate` by decoding mode ({args.modes_frames}-frame video, "
+                  f"{args.modes_tokens} new tokens; batch 8 = 8 prompts of different lengths, left-padded):", "",
+                  "| mode | batch | plain prefill (ms) | pnd prefill ratio | plain per token (ms) | pnd per-token ratio | "
+                  "pnd peak-memory ratio |", "|---|---|---|---|---|---|---|"]
+        for mode, batch, plain, ours in mode_rows:
+            lines.append(f"| {mode} | {batch} | {plain['prefill'] * 1e3:.1f} | {ours['prefill'] / plain['prefill']:.2f}x"
+                         f" | {plain['token'] * 1e3:.1f} | {ours['token'] / plain['token']:.2f}x | "
+                         f"{ours['peak'] / plain['peak']:.2f}x |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arch", choices=["llava_onevision", "qwen2_vl"], default="llava_onevision")
+    parser.add_argument("--size", choices=list(SIZES), default="cpu")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--frames", type=int, default=32)
+    parser.add_argument("--tokens", type=int, default=24)
+    parser.add_argument("--naive-tokens", type=int, default=4)
+    parser.add_argument("--modes-frames", type=int, default=8, help="frames for part 2 (0 skips part 2)")
+    parser.add_argument("--modes-tokens", type=int, default=12)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--out", help="write the table to this Markdown file (its decoding section)")
+    args = parser.parse_args(argv)
+
+    device = torch.device(args.device)
+    model = pnd.attach(build_model(args.arch, args.size, device, getattr(torch, args.dtype)))
+    inputs, unconditional = video_inputs(model, args.size, args.frames)
+    check_tokens(model, inputs, 8)
+    table = report(model, inputs, args, device, peers(model, inputs, unconditional, args, device),
+                   modes(model, args, device) if args.modes_frames else [])
     print(table)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write("# Benchmark results\n\nRegenerate with `bash benchmarks/run.sh`.\n\n## Decoding\n\n"
-                    + table + "\n")
+        write_section(Path(args.out), f"Decoding: {args.arch}, {args.size}, {hardware(device)}", table)
+    return table
 
 
 if __name__ == "__main__":

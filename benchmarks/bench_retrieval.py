@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import torch
 
 import pnd
 from pnd.tiny import random_video, tiny_model
+from results import write_section
 
 ALPHA = 0.9
 WORDS = "a red blue green yellow circle square triangle star moves left right up down the video shows".split()
@@ -42,7 +44,7 @@ def main():
     parser.add_argument("--videos", type=int, default=8)
     parser.add_argument("--captions", type=int, default=64)
     parser.add_argument("--naive-pairs", type=int, default=16)
-    parser.add_argument("--out", default=None, help="append the table to this Markdown file")
+    parser.add_argument("--out", default=None, help="write the table to this Markdown file (its retrieval section)")
     args = parser.parse_args()
 
     model, processor = tiny_model("llava_onevision", hidden_size=512, intermediate_size=2048, num_hidden_layers=8,
@@ -74,8 +76,7 @@ def main():
     ])
     print(table)
     if args.out:
-        with open(args.out, "a") as f:
-            f.write("\n## Retrieval scoring\n\n" + table + "\n")
+        write_section(Path(args.out), "Retrieval scoring", table)
 
 
 if __name__ == "__main__":
