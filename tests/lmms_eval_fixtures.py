@@ -1,5 +1,7 @@
 """A tiny LLaVA-OneVision on disk and tiny local lmms-eval tasks with the real MME and MVBench schemas.
 
+The retrieval task is eval_configs/tasks/pnd_retrieval itself, on a local top-K file.
+
 The task YAMLs call the installed `lmms_eval.tasks.mme.utils` / `lmms_eval.tasks.mvbench.utils` functions;
 data are parquet files and mp4 videos written here (no hub). MVBench's `doc_to_visual` finds videos under
 `$HF_HOME/mvbench_video/<sub-task folder>/`, so `run_lmms_eval` sets HF_HOME to the fixture's folder.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +39,12 @@ MVBENCH_DOCS = [
     dict(video="v0.mp4", question="What did the person do first?", candidates=["a red circle", "a blue square", "the cat"],
          answer="a blue square"),
     dict(video="v1.mp4", question="What moves left?", candidates=["the dog", "a green triangle"], answer="the dog"),
+]
+
+RETRIEVAL_TASK = Path(__file__).parent.parent / "eval_configs" / "tasks" / "pnd_retrieval"
+RETRIEVAL_DOCS = [
+    dict(video="v0.mp4", candidates=["a red circle moves left", "a blue square", "the cat sat on the mat"], answer=2),
+    dict(video="v1.mp4", candidates=["a green triangle moves up", "the dog ran in the park"], answer=-1),
 ]
 
 _COMMON = "dataset_path: parquet\ntest_split: test\n"
@@ -108,7 +117,10 @@ def build(root: Path) -> Path:
         write_mp4(videos / doc["video"], 4)  # 4 frames: max_frames_num=4 takes them all, in any reader
 
     tasks = root / "tasks"
-    tasks.mkdir()
+    shutil.copytree(RETRIEVAL_TASK, tasks / "pnd_retrieval")  # reads ./retrieval_topk.jsonl; runs start in root
+    with open(root / "retrieval_topk.jsonl", "w") as f:
+        for doc in RETRIEVAL_DOCS:
+            f.write(json.dumps({**doc, "video": str(videos / doc["video"])}) + "\n")
     for name, body in TASKS.items():
         data = root / ("mme.parquet" if "mme" in name else "mvbench.parquet")
         files = f"dataset_kwargs: {{data_files: {{test: {json.dumps(str(data))}}}}}\n"

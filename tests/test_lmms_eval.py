@@ -18,11 +18,11 @@ from lmms_eval.tasks.mme.utils import mme_aggregate_results, mme_doc_to_text, mm
 from lmms_eval.tasks.mvbench.utils import mvbench_aggregate_results, mvbench_doc_to_text, mvbench_process_results
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
-from lmms_eval_fixtures import MME_KWARGS, MVBENCH_FOLDER, MVBENCH_KWARGS, build, run_lmms_eval
+from lmms_eval_fixtures import MME_KWARGS, MVBENCH_FOLDER, MVBENCH_KWARGS, RETRIEVAL_DOCS, build, run_lmms_eval
 from reference import forced_scores, greedy
 
 ALPHA = 0.5
-TASKS = "tiny_mme,tiny_mvbench,tiny_mvbench_mc"
+TASKS = "tiny_mme,tiny_mvbench,tiny_mvbench_mc,pnd_retrieval"
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +130,22 @@ def test_loglikelihood_equals_the_reference_scores(root, pnd_run):
         np.testing.assert_allclose(logged, expected, atol=1e-4, err_msg="tiny_mvbench_mc: logged losses")
         correct.append(float(np.argmin(expected) == doc["candidates"].index(doc["answer"])))
     assert results["results"]["tiny_mvbench_mc"]["acc,none"] == pytest.approx(statistics.mean(correct))
+
+
+def test_retrieval_task_ranks_by_the_reference_scores(root, pnd_run):
+    results, samples = pnd_run
+    reference = Reference(root)
+    ranks = []
+    for doc, losses in zip(RETRIEVAL_DOCS, responses(samples, "pnd_retrieval")):
+        inputs = reference.inputs("Describe the video.", video=read_all_frames(root / "hf_home" / MVBENCH_FOLDER / doc["video"]))
+        expected = [reference.loss(inputs, caption, ALPHA) for caption in doc["candidates"]]
+        np.testing.assert_allclose([float(loss) for loss, _ in losses], expected, atol=1e-4)
+        order = list(np.argsort(expected))
+        ranks.append(order.index(doc["answer"]) + 1 if doc["answer"] >= 0 else len(expected) + 1)
+    metrics = results["results"]["pnd_retrieval"]
+    assert metrics["r1,none"] == pytest.approx(100 * statistics.mean(rank == 1 for rank in ranks))
+    assert metrics["r5,none"] == pytest.approx(100 * statistics.mean(rank <= 5 for rank in ranks))
+    assert metrics["median_rank,none"] == pytest.approx(statistics.median(ranks))
 
 
 def test_alpha_zero_generates_what_lmms_evals_llava_hf_generates(root):
