@@ -47,44 +47,39 @@ RETRIEVAL_DOCS = [
     dict(video="v1.mp4", candidates=["a green triangle moves up", "the dog ran in the park"], answer=-1),
 ]
 
-_COMMON = "dataset_path: parquet\ntest_split: test\n"
-TASKS = {
-    "tiny_mme": """
-output_type: generate_until
-doc_to_visual: !function lmms_eval.tasks.mme.utils.mme_doc_to_visual
-doc_to_text: !function lmms_eval.tasks.mme.utils.mme_doc_to_text
-doc_to_target: answer
-generation_kwargs: {max_new_tokens: 6, temperature: 0, top_p: 1.0, num_beams: 1, do_sample: false}
-process_results: !function lmms_eval.tasks.mme.utils.mme_process_results
-metric_list:
-  - {metric: mme_perception_score, aggregation: !function lmms_eval.tasks.mme.utils.mme_aggregate_results, higher_is_better: true}
-  - {metric: mme_cognition_score, aggregation: !function lmms_eval.tasks.mme.utils.mme_aggregate_results, higher_is_better: true}
-lmms_eval_specific_kwargs: {default: {pre_prompt: "", post_prompt: "\\nAnswer the question using a single word or phrase."}}
-""",
-    "tiny_mvbench": """
-output_type: generate_until
-doc_to_visual: !function lmms_eval.tasks.mvbench.utils.mvbench_doc_to_visual
-doc_to_text: !function lmms_eval.tasks.mvbench.utils.mvbench_doc_to_text
-doc_to_target: answer
-generation_kwargs: {max_new_tokens: 6, temperature: 0, top_p: 1.0, num_beams: 1, do_sample: false}
-process_results: !function lmms_eval.tasks.mvbench.utils.mvbench_process_results
-metric_list:
-  - {metric: mvbench_accuracy, aggregation: !function lmms_eval.tasks.mvbench.utils.mvbench_aggregate_results, higher_is_better: true}
-lmms_eval_specific_kwargs: {default: {sub_task: action_sequence, post_prompt: "Only give the best option.\\n"}}
-""",
-    "tiny_mvbench_mc": """
-output_type: multiple_choice
-doc_to_visual: !function lmms_eval.tasks.mvbench.utils.mvbench_doc_to_visual
-doc_to_text: !function lmms_eval.tasks.mvbench.utils.mvbench_doc_to_text
-doc_to_choice: candidates
-doc_to_target: answer
-metric_list:
-  - {metric: acc}
-lmms_eval_specific_kwargs: {default: {sub_task: action_sequence, post_prompt: "Only give the best option.\\n"}}
-""",
-}
 MME_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer the question using a single word or phrase."}
 MVBENCH_KWARGS = {"sub_task": "action_sequence", "post_prompt": "Only give the best option.\n"}
+MVBENCH = "lmms_eval.tasks.mvbench.utils"
+
+
+def generation_task(name: str, metrics: list[str], kwargs: dict) -> str:
+    """YAML body of a generate_until task on the installed `lmms_eval.tasks.<name>.utils` functions, as the real task."""
+    utils = f"!function lmms_eval.tasks.{name}.utils.{name}"
+    metric_list = "".join(f"  - {{metric: {m}, aggregation: {utils}_aggregate_results, higher_is_better: true}}\n"
+                          for m in metrics)
+    return f"""output_type: generate_until
+generation_kwargs: {{max_new_tokens: 6, temperature: 0, do_sample: false}}
+doc_to_visual: {utils}_doc_to_visual
+doc_to_text: {utils}_doc_to_text
+doc_to_target: answer
+process_results: {utils}_process_results
+metric_list:
+{metric_list}lmms_eval_specific_kwargs: {json.dumps({"default": kwargs})}
+"""
+
+
+TASKS = {  # name: (data file, YAML body); JSON is YAML, so the kwargs dicts go in as json.dumps
+    "tiny_mme": ("mme.parquet", generation_task("mme", ["mme_perception_score", "mme_cognition_score"], MME_KWARGS)),
+    "tiny_mvbench": ("mvbench.parquet", generation_task("mvbench", ["mvbench_accuracy"], MVBENCH_KWARGS)),
+    "tiny_mvbench_mc": ("mvbench.parquet", f"""output_type: multiple_choice
+doc_to_visual: !function {MVBENCH}.mvbench_doc_to_visual
+doc_to_text: !function {MVBENCH}.mvbench_doc_to_text
+doc_to_choice: candidates
+doc_to_target: answer
+metric_list: [{{metric: acc}}]
+lmms_eval_specific_kwargs: {json.dumps({"default": MVBENCH_KWARGS})}
+"""),
+}
 
 
 def mme_image(i: int) -> Image.Image:
@@ -121,10 +116,9 @@ def build(root: Path) -> Path:
     with open(root / "retrieval_topk.jsonl", "w") as f:
         for doc in RETRIEVAL_DOCS:
             f.write(json.dumps({**doc, "video": str(videos / doc["video"])}) + "\n")
-    for name, body in TASKS.items():
-        data = root / ("mme.parquet" if "mme" in name else "mvbench.parquet")
-        files = f"dataset_kwargs: {{data_files: {{test: {json.dumps(str(data))}}}}}\n"
-        (tasks / f"{name}.yaml").write_text(f"task: {name}\n{_COMMON}{files}{body}")
+    for name, (data, body) in TASKS.items():
+        files = json.dumps({"data_files": {"test": str(root / data)}})
+        (tasks / f"{name}.yaml").write_text(f"task: {name}\ndataset_path: parquet\ndataset_kwargs: {files}\ntest_split: test\n{body}")
     return root
 
 

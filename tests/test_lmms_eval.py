@@ -169,3 +169,31 @@ def test_two_processes_under_accelerate_give_the_single_process_results(root, pn
     for task in TASKS.split(","):
         assert results["results"][task] == pnd_run[0]["results"][task], task
         assert responses(samples, task) == responses(pnd_run[1], task), task
+
+
+def test_bad_model_args_say_what_to_do(root):
+    from pnd.lmms_eval_model import PndHf, PndQwen2VL
+
+    path = str(root / "model")
+    with pytest.raises(ValueError, match="takes qwen2_vl/qwen2_5_vl checkpoints.*Use --model pnd_hf"):
+        PndQwen2VL(pretrained=path)
+    with pytest.raises(TypeError, match=r"unknown model_args \['frames'\]"):
+        PndHf(pretrained=path, frames=4)
+    with pytest.raises(ValueError, match="use --batch_size 1"):
+        PndHf(pretrained=path, batch_size=4)
+    with pytest.raises(ValueError, match="alpha must be a finite number in"):
+        PndHf(pretrained=path, alpha=2)
+
+
+def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(monkeypatch):
+    import lmms_eval.evaluator as evaluator
+    from lmms_eval.api.instance import unwrap_generation_output
+
+    from pnd.lmms_eval_model import _keep_loglikelihood_pairs
+
+    monkeypatch.setattr(evaluator, "unwrap_generation_output", unwrap_generation_output)
+    assert unwrap_generation_output((1.5, False))[0] == "(1.5, False)"  # lmms-eval 0.7.3's bug (DESIGN.md §7)
+    _keep_loglikelihood_pairs()
+    assert evaluator.unwrap_generation_output((1.5, False)) == ((1.5, False), None)
+    assert evaluator.unwrap_generation_output("yes") == ("yes", None)
+    assert evaluator.unwrap_generation_output(["a", "b"]) == (["a", "b"], None)
