@@ -112,7 +112,7 @@ class PndHf(lmms):
             context, gen_kwargs, doc_to_visual, doc_id, task, split = request.args
             inputs = self._inputs(context, self._visuals(doc_to_visual, task, split, doc_id)[1])
             until = gen_kwargs.get("until") or []
-            temperature = gen_kwargs.get("temperature", 0)
+            temperature = gen_kwargs.get("temperature") or 0
             tokens = self.model.generate(
                 **inputs, do_sample=temperature > 0, temperature=temperature if temperature > 0 else None,
                 top_p=gen_kwargs.get("top_p"), num_beams=gen_kwargs.get("num_beams", 1),

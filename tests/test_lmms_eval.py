@@ -18,7 +18,7 @@ from lmms_eval.tasks.mme.utils import mme_aggregate_results, mme_doc_to_text, mm
 from lmms_eval.tasks.mvbench.utils import mvbench_aggregate_results, mvbench_doc_to_text, mvbench_process_results
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
-from lmms_eval_fixtures import MME_KWARGS, MVBENCH_FOLDER, MVBENCH_KWARGS, RETRIEVAL_DOCS, build, run_lmms_eval
+from lmms_eval_fixtures import MME_KWARGS, MVBENCH_FOLDER, MVBENCH_KWARGS, RETRIEVAL_DOCS, build, mme_image, run_lmms_eval
 from reference import forced_scores, greedy
 
 ALPHA = 0.5
@@ -197,3 +197,26 @@ def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(m
     assert evaluator.unwrap_generation_output((1.5, False)) == ((1.5, False), None)
     assert evaluator.unwrap_generation_output("yes") == ("yes", None)
     assert evaluator.unwrap_generation_output(["a", "b"]) == (["a", "b"], None)
+
+
+def test_pnd_qwen2_vl_in_process_equals_the_reference(tmp_path):
+    """The same class on a Qwen2-VL checkpoint (M-RoPE positions), called as lmms-eval calls it."""
+    from types import SimpleNamespace
+
+    from pnd.lmms_eval_model import PndQwen2VL
+    from pnd.tiny import tiny_model
+
+    model, processor = tiny_model("qwen2_vl")
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    lm = PndQwen2VL(pretrained=str(tmp_path / "model"), alpha=ALPHA, max_frames_num=4, device="cpu")
+    image = mme_image(3)
+    lm.task_dict = {"t": {"test": [{"image": image}]}}
+    visual = lambda doc: [doc["image"]]  # noqa: E731
+    question, choices = "Is there a cat? Please answer yes or no.", [" yes", " a red circle"]
+    generated = lm.generate_until([SimpleNamespace(args=(question, {"max_new_tokens": 4}, visual, 0, "t", "test"))])
+    losses = lm.loglikelihood([SimpleNamespace(args=(question, c, visual, 0, "t", "test")) for c in choices])
+    reference = Reference(tmp_path)
+    inputs = reference.inputs(question, image=image)
+    assert generated == [reference.generate(inputs, ALPHA, steps=4)]
+    np.testing.assert_allclose([loss for loss, _ in losses], [reference.loss(inputs, c, ALPHA) for c in choices], atol=1e-4)
