@@ -13,8 +13,11 @@ from .architectures import architecture_for
 
 
 def load_model(name_or_path: str, device: str = "cpu", dtype: str = "auto", load_in_4bit: bool = False,
-               load_in_8bit: bool = False, attn_implementation: str | None = None):
-    """(model, processor) ready for generation; 4-/8-bit loading goes through bitsandbytes."""
+               load_in_8bit: bool = False, attn_implementation: str | None = None, device_map: str | None = None):
+    """(model, processor) ready for generation; 4-/8-bit loading goes through bitsandbytes.
+
+    `device_map` (e.g. "auto") places the model with accelerate instead of moving it to `device`.
+    """
     from transformers import AutoModelForImageTextToText, AutoProcessor, BitsAndBytesConfig
 
     if load_in_4bit and load_in_8bit:
@@ -24,9 +27,11 @@ def load_model(name_or_path: str, device: str = "cpu", dtype: str = "auto", load
         kwargs["attn_implementation"] = attn_implementation
     if load_in_4bit or load_in_8bit:
         kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=load_in_4bit, load_in_8bit=load_in_8bit)
-        kwargs["device_map"] = device
+        device_map = device_map or device
+    if device_map:
+        kwargs["device_map"] = device_map
     model = AutoModelForImageTextToText.from_pretrained(name_or_path, **kwargs)
-    if not (load_in_4bit or load_in_8bit):
+    if not device_map:
         model = model.to(device)
     architecture_for(model)
     return model.eval(), AutoProcessor.from_pretrained(name_or_path)

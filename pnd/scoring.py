@@ -3,8 +3,9 @@
 For each video the prompt prefix (vision tower + prompt) runs once and its KV-cache is shared by all
 candidate captions, scored in batches by teacher forcing. Each caption's prior is computed once per
 prompt layout (it does not depend on the pixels), from the same text-only prefill `PriorNormalized`
-uses. Scores are `log P(t | v) - alpha * log P(t)` summed over the caption tokens, or averaged
-(`reduction="mean"`).
+uses, and reused while the layout stays the same. Scores are `log P(t | v) - alpha * log P(t)` summed
+over the caption tokens, or averaged (`reduction="mean"`). `score_prompt` scores answers to a prompt
+you built yourself (the lmms-eval model's `loglikelihood` uses it).
 
 Example:
     >>> import pnd
@@ -84,7 +85,7 @@ class CaptionScorer:
         self.model, self.processor = model, processor
         self.alpha, self.reduction, self.prior_mode = float(alpha), reduction, prior
         self.modality, self.frames, self.batch_size, self.progress = modality, frames, batch_size, progress
-        self._priors: dict[tuple, float] = {}  # (prompt layout, caption tokens) -> summed prior log-prob
+        self._prior_layout, self._priors = None, {}  # caption tokens -> summed prior log-prob, for that layout
         self.prompt_text = processor.apply_chat_template(
             [{"role": "user", "content": [{"type": modality}, {"type": "text", "text": prompt}]}],
             add_generation_prompt=True,
@@ -98,6 +99,9 @@ class CaptionScorer:
             video = read_video(video, self.frames)
         key = "videos" if self.modality == "video" else "images"
         inputs = self.processor(text=[self.prompt_text], **{key: [video]}, return_tensors="pt")
+        return self._on_device(inputs)
+
+    def _on_device(self, inputs) -> dict:
         return {k: v.to(self.model.device) if torch.is_tensor(v) else v for k, v in inputs.items()}
 
     def caption_ids(self, caption: str) -> list[int]:
@@ -131,21 +135,31 @@ class CaptionScorer:
 
         A video is a file path (read with `pnd.video.read_video`) or what the processor takes (frames).
         """
-        captions = list(captions)
         tokens = [self.caption_ids(c) for c in captions]
-        conditional = torch.empty(len(videos), len(captions))
-        prior = torch.empty(len(videos), len(captions))
-        bar = tqdm(total=len(videos) * len(captions), desc="pnd scoring", unit="pair", disable=not self.progress)
-        for v, video in enumerate(videos):
-            prefix = self._conditioned_prefix(self.prompt_inputs(video))
-            conditional[v] = self._caption_logprobs(prefix, tokens, bar)
-            prior[v] = self._caption_priors(prefix, tokens)
+        bar = tqdm(total=len(videos) * len(tokens), desc="pnd scoring", unit="pair", disable=not self.progress)
+        rows = [self._score_tokens(self.prompt_inputs(video), tokens, bar) for video in videos]
         bar.close()
+        parts = ScoreParts(*map(torch.stack, zip(*rows))) if rows else ScoreParts(*[torch.empty(0, len(tokens))] * 3)
+        return parts if return_parts else parts.normalized
+
+    @torch.no_grad()
+    def score_prompt(self, inputs: dict, captions: list[str], return_parts: bool = False):
+        """Scores (a 1-D tensor, or `ScoreParts` of them) of captions as the answer to a prompt you built.
+
+        `inputs` are the processor's outputs for one prompt that ends where the caption starts (e.g.
+        `apply_chat_template(..., add_generation_prompt=True)`), with its images or videos.
+        """
+        parts = self._score_tokens(self._on_device(inputs), [self.caption_ids(c) for c in captions])
+        return parts if return_parts else parts.normalized
+
+    def _score_tokens(self, inputs: dict, tokens: list[list[int]], bar=None) -> ScoreParts:
+        prefix = self._conditioned_prefix(inputs)
+        conditional = self._caption_logprobs(prefix, tokens, bar)
+        prior = self._caption_priors(prefix, tokens)
         if self.reduction == "mean":
             lengths = torch.tensor([len(t) for t in tokens], dtype=conditional.dtype)
             conditional, prior = conditional / lengths, prior / lengths
-        parts = ScoreParts(conditional - self.alpha * prior, conditional, prior)
-        return parts if return_parts else parts.normalized
+        return ScoreParts(conditional - self.alpha * prior, conditional, prior)
 
     def _conditioned_prefix(self, inputs: dict) -> "Prefix":
         model = self.model
@@ -157,13 +171,15 @@ class CaptionScorer:
                       next_positions=positions[..., -1:] + 1)
 
     def _caption_priors(self, prefix: "Prefix", tokens: list[list[int]]) -> torch.Tensor:
-        """Prior log-probs of the captions, computed once per caption and prompt layout, then reused."""
+        """Prior log-probs of the captions, computed once per caption while the prompt layout stays the same."""
         layout = (tuple(prefix.input_ids.flatten().tolist()), tuple(prefix.positions.flatten().tolist()))
-        missing = list(dict.fromkeys(tuple(t) for t in tokens if (layout, tuple(t)) not in self._priors))
+        if layout != self._prior_layout:  # keep one layout only: memory stays bounded over many prompts
+            self._prior_layout, self._priors = layout, {}
+        missing = list(dict.fromkeys(tuple(t) for t in tokens if tuple(t) not in self._priors))
         if missing:
             values = self._caption_logprobs(self._prior_prefix(prefix), [list(t) for t in missing])
-            self._priors.update({(layout, t): float(v) for t, v in zip(missing, values)})
-        return torch.tensor([self._priors[(layout, tuple(t))] for t in tokens])
+            self._priors.update({t: float(v) for t, v in zip(missing, values)})
+        return torch.tensor([self._priors[tuple(t)] for t in tokens])
 
     def _prior_prefix(self, prefix: "Prefix") -> "Prefix":
         prior = masked_prefill(self.model, prefix.input_ids, prefix.attends.long(), prefix.positions, self.prior_mode,

@@ -1,0 +1,195 @@
+"""lmms-eval models `pnd_llava_ov`, `pnd_qwen2_vl` and `pnd_hf`: prior-normalized decoding and scoring.
+
+pnd registers them in lmms-eval's entry-point group `lmms_eval.models` (pyproject.toml), so once pnd is
+installed they work like lmms-eval's own models, with no fork:
+
+    lmms-eval --model pnd_llava_ov --tasks mme --batch_size 1 --output_path logs/ \\
+        --model_args pretrained=llava-hf/llava-onevision-qwen2-7b-ov-hf,alpha=0.5,max_frames_num=32
+
+`generate_until` decodes with `pnd.PriorNormalized`; `loglikelihood` scores each continuation with
+`pnd.CaptionScorer.score_prompt` (the retrieval scorer) and returns lmms-eval's loss convention.
+
+Example:
+    >>> from lmms_eval.models import get_model
+    >>> get_model("pnd_llava_ov").__name__
+    'PndLlavaOnevision'
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from lmms_eval.api.model import lmms
+from tqdm.auto import tqdm
+from transformers import AutoConfig
+
+from .loading import load_model
+from .paired import attach
+from .processor import PriorNormalized
+from .scoring import CaptionScorer
+from .video import read_video
+
+
+class PndHf(lmms):
+    """A Hugging Face vision-language checkpoint that pnd supports, decoding and scoring with prior normalization.
+
+    model_args (all optional but `pretrained`):
+        pretrained: Hugging Face id or local folder.
+        alpha (0.5), prior ("masked", "text" or "blank"), plausibility (None): as for `pnd.PriorNormalized`;
+            alpha=0 is the plain model.
+        max_frames_num (32): frames sampled uniformly from each video.
+        dtype ("auto"), device (cuda if available, else cpu), device_map (None, e.g. "auto"),
+        attn_implementation (None, e.g. "sdpa"), load_in_4bit / load_in_8bit (False, bitsandbytes).
+    Under `accelerate launch` each process holds a whole model and lmms-eval shards the documents.
+    """
+
+    model_types: tuple[str, ...] | None = None  # checkpoints this name accepts; None: any pnd supports
+
+    def __init__(self, pretrained: str, alpha: float = 0.5, prior: str = "masked", plausibility: float | None = None,
+                 max_frames_num: int = 32, dtype: str = "auto", device: str | None = None, device_map: str | None = None,
+                 attn_implementation: str | None = None, load_in_4bit: bool = False, load_in_8bit: bool = False,
+                 batch_size: int | str = 1, **unknown):
+        super().__init__()
+        name = type(self).__name__
+        if unknown:
+            raise TypeError(f"{name}: unknown model_args {sorted(unknown)}. See help(pnd.lmms_eval_model.PndHf).")
+        if str(batch_size) != "1":
+            raise ValueError(f"{name} scores one document at a time: use --batch_size 1 (and accelerate launch for "
+                             f"data parallelism), got {batch_size!r}.")
+        model_type = AutoConfig.from_pretrained(pretrained).model_type
+        if self.model_types is not None and model_type not in self.model_types:
+            raise ValueError(f"{name} takes {'/'.join(self.model_types)} checkpoints; {pretrained} is {model_type!r}. "
+                             "Use --model pnd_hf for any architecture pnd supports.")
+        self.normalizer = PriorNormalized(alpha, prior=prior, plausibility=plausibility)
+        self.max_frames_num = int(max_frames_num)
+        self.accelerator = Accelerator()
+        self._rank, self._world_size = self.accelerator.process_index, self.accelerator.num_processes
+        if self._world_size > 1 and device_map is None:
+            device = str(self.accelerator.device)  # one whole model per process
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.model, self.processor = load_model(pretrained, device=device, dtype=dtype, load_in_4bit=load_in_4bit,
+                                                load_in_8bit=load_in_8bit, attn_implementation=attn_implementation,
+                                                device_map=device_map)
+        attach(self.model)
+        self._device = self.model.device  # lmms-eval's clean() deletes the model, the device stays needed
+        self.tokenizer = self.processor.tokenizer
+        self._scorer = None
+        _keep_loglikelihood_pairs()
+
+    @property
+    def device(self):
+        return self._device
+
+    def _inputs(self, context: str, visuals: list) -> dict:
+        """Processor outputs for one user turn [visuals..., context] plus the generation prompt.
+
+        This is the message lmms-eval builds for its chat models; videos are file paths, read with
+        `pnd.video.read_video`, images PIL images.
+        """
+        is_video = [isinstance(v, (str, Path)) for v in visuals]
+        content = [{"type": "video" if video else "image"} for video in is_video] + [{"type": "text", "text": context}]
+        text = self.processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
+        videos = [read_video(v, self.max_frames_num) for v, video in zip(visuals, is_video) if video]
+        images = [v for v, video in zip(visuals, is_video) if not video]
+        inputs = self.processor(text=[text], images=images or None, videos=videos or None, return_tensors="pt")
+        return inputs.to(self.model.device)
+
+    def _visuals(self, doc_to_visual, task: str, split: str, doc_id: int):
+        doc = self.task_dict[task][split][doc_id]
+        return doc, doc_to_visual(doc) or []
+
+    def generate_until(self, requests) -> list[str]:
+        """Greedy (or sampled, with temperature > 0) prior-normalized decoding, with lmms-eval's generation kwargs.
+
+        As lmms-eval's `llava_hf`: max_new_tokens (default 1024), temperature (0: greedy), top_p, num_beams;
+        the text is cut at the first of the task's `until` strings.
+        """
+        outputs = []
+        for request in tqdm(requests, desc="pnd generate_until", disable=self.rank != 0):
+            context, gen_kwargs, doc_to_visual, doc_id, task, split = request.args
+            inputs = self._inputs(context, self._visuals(doc_to_visual, task, split, doc_id)[1])
+            until = gen_kwargs.get("until") or []
+            temperature = gen_kwargs.get("temperature") or 0
+            tokens = self.model.generate(
+                **inputs, do_sample=temperature > 0, temperature=temperature if temperature > 0 else None,
+                top_p=gen_kwargs.get("top_p"), num_beams=gen_kwargs.get("num_beams", 1),
+                max_new_tokens=gen_kwargs.get("max_new_tokens", 1024), pad_token_id=self.tokenizer.eos_token_id,
+                eos_token_id=self.tokenizer.eos_token_id, logits_processor=[self.normalizer],
+            )
+            text = self.tokenizer.decode(tokens[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+            for stop in [until] if isinstance(until, str) else until:
+                text = text.split(stop)[0]
+            outputs.append(text)
+        return outputs
+
+    def loglikelihood(self, requests) -> list[tuple[float, bool]]:
+        """(loss, is_greedy) per request, in lmms-eval's convention: multiple_choice takes the argmin of the loss.
+
+        loss = -(1/T) * sum_k [log P(t_k | v, x, t_<k) - alpha * log P(t_k | x, t_<k)] over the continuation's T
+        tokens, placed right after the generation prompt; with alpha=0 it is the mean cross-entropy lmms-eval's
+        HF models return. The choices of one document share one prompt prefix. is_greedy is always False
+        (pnd does not compute it; it only feeds the exact_match metric).
+        """
+        if self._scorer is None:
+            self._scorer = CaptionScorer(self.model, self.processor, alpha=self.normalizer.alpha, reduction="mean",
+                                         prior=self.normalizer.prior)
+        groups: dict[tuple, list[int]] = {}
+        for i, request in enumerate(requests):
+            if len(request.args) != 6:
+                raise ValueError("pnd's loglikelihood got a context-free request (the acc_mutual_info metric): pnd "
+                                 "already divides by the prior; use the acc metric with alpha=1 instead.")
+            context, _, _, doc_id, task, split = request.args
+            groups.setdefault((task, split, doc_id, context), []).append(i)
+        losses: list = [None] * len(requests)
+        for (task, split, doc_id, context), indices in tqdm(groups.items(), desc="pnd loglikelihood",
+                                                            disable=self.rank != 0):
+            doc, visuals = self._visuals(requests[indices[0]].args[2], task, split, doc_id)
+            continuations = [c if isinstance(c, str) else c(doc) for c in (requests[i].args[1] for i in indices)]
+            scores = self._scorer.score_prompt(self._inputs(context, visuals), continuations)
+            for i, score in zip(indices, scores.tolist()):
+                losses[i] = (-score, False)
+        return losses
+
+    def generate_until_multi_round(self, requests):
+        raise NotImplementedError("pnd's lmms-eval models do not support multi-round generation.")
+
+
+class PndLlavaOnevision(PndHf):
+    model_types = ("llava_onevision",)
+
+
+class PndQwen2VL(PndHf):
+    model_types = ("qwen2_vl", "qwen2_5_vl")
+
+
+def manifests():
+    """Entry point of the `lmms_eval.models` group (pyproject.toml): the models pnd adds to lmms-eval."""
+    from lmms_eval.models.registry_v2 import ModelManifest  # here, not at import: lmms_eval.models imports us
+
+    classes = {"pnd_hf": PndHf, "pnd_llava_ov": PndLlavaOnevision, "pnd_qwen2_vl": PndQwen2VL}
+    return [ModelManifest(model_id=name, simple_class_path=f"{__name__}.{cls.__name__}") for name, cls in classes.items()]
+
+
+def _keep_loglikelihood_pairs() -> None:
+    """Let `(loss, is_greedy)` results reach lmms-eval's multiple_choice scoring unchanged.
+
+    lmms-eval 0.7.3's evaluator passes every result through `unwrap_generation_output`, which turns a
+    `(float, bool)` pair into a string, so every multiple_choice task crashes (DESIGN.md §7). This wraps
+    that function for the running process; it does nothing where lmms-eval already keeps the pairs.
+    """
+    import lmms_eval.evaluator as evaluator
+
+    unwrap = evaluator.unwrap_generation_output
+    if unwrap((0.0, False))[0] == (0.0, False):
+        return
+
+    @functools.wraps(unwrap)
+    def keep_pairs(output):
+        if isinstance(output, tuple) and len(output) == 2 and isinstance(output[0], float) and isinstance(output[1], bool):
+            return output, None
+        return unwrap(output)
+
+    evaluator.unwrap_generation_output = keep_pairs

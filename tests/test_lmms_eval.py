@@ -1,0 +1,222 @@
+"""The lmms-eval models through the real `lmms-eval` command line, checked against the brute-force reference.
+
+One tiny LLaVA-OneVision on disk and tiny local tasks with the real MME and MVBench schemas and utils
+functions (tests/lmms_eval_fixtures.py). Every check reads the results and samples files lmms-eval writes;
+the exit code is never trusted (lmms-eval 0.7.3 exits 0 when a run crashes).
+"""
+
+import statistics
+import sys
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+import torch
+from datasets import load_dataset
+from lmms_eval.tasks.mme.utils import mme_aggregate_results, mme_doc_to_text, mme_process_results
+from lmms_eval.tasks.mvbench.utils import mvbench_aggregate_results, mvbench_doc_to_text, mvbench_process_results
+from transformers import AutoModelForImageTextToText, AutoProcessor
+
+from lmms_eval_fixtures import MME_KWARGS, MVBENCH_FOLDER, MVBENCH_KWARGS, RETRIEVAL_DOCS, build, mme_image, run_lmms_eval
+from reference import forced_scores, greedy
+
+ALPHA = 0.5
+TASKS = "tiny_mme,tiny_mvbench,tiny_mvbench_mc,pnd_retrieval"
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("lmms_eval"))
+
+
+@pytest.fixture(scope="module")
+def pnd_run(root):
+    """One single-process run of pnd_llava_ov at alpha=0.5 on all three tasks: (results, samples)."""
+    results, samples, _ = run_lmms_eval(root, "pnd", "pnd_llava_ov", model_args(root, ALPHA), TASKS)
+    return results, samples
+
+
+def model_args(root, alpha):
+    return f"pretrained={root / 'model'},alpha={alpha},max_frames_num=4,device=cpu"
+
+
+def docs(root, name):
+    return list(load_dataset("parquet", data_files={"test": str(root / f"{name}.parquet")}, split="test"))
+
+
+def read_all_frames(path):
+    """Every frame of a video with PyAV directly (the videos have 4 frames, the runs take 4)."""
+    with av.open(str(path)) as container:
+        frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+    return torch.from_numpy(np.stack(frames)).permute(0, 3, 1, 2)
+
+
+class Reference:
+    """The saved model loaded with plain transformers; prompts as lmms-eval's chat models build them."""
+
+    def __init__(self, root):
+        self.model = AutoModelForImageTextToText.from_pretrained(root / "model").eval()
+        self.processor = AutoProcessor.from_pretrained(root / "model")
+
+    def inputs(self, text, image=None, video=None):
+        kind = "image" if image is not None else "video"
+        prompt = self.processor.apply_chat_template(
+            [{"role": "user", "content": [{"type": kind}, {"type": "text", "text": text}]}], add_generation_prompt=True)
+        visual = {"images": [image]} if image is not None else {"videos": [video]}
+        return self.processor(text=[prompt], **visual, return_tensors="pt")
+
+    def generate(self, inputs, alpha, steps=6):
+        """Brute-force normalized greedy decoding, cut after the end-of-turn token as generate stops there."""
+        tokens = greedy(self.model, inputs, alpha, steps)[0][0].tolist()
+        eos = self.processor.tokenizer.eos_token_id
+        tokens = tokens[: tokens.index(eos) + 1] if eos in tokens else tokens
+        return self.processor.tokenizer.decode(tokens, skip_special_tokens=True)
+
+    def loss(self, inputs, continuation, alpha):
+        """-(mean over the continuation's tokens of log P(t|v) - alpha log P(t)), forced after the prompt."""
+        ids = self.processor.tokenizer(continuation, add_special_tokens=False, return_tensors="pt").input_ids
+        scores = forced_scores(self.model, inputs, ids, alpha)[0]
+        return -scores.gather(1, ids[0, :, None]).mean().item()
+
+
+def mme_expected(reference, root, alpha):
+    texts = [reference.generate(reference.inputs(mme_doc_to_text(doc, MME_KWARGS), image=doc["image"].convert("RGB")),
+                                alpha) for doc in docs(root, "mme")]
+    return texts, aggregate(docs(root, "mme"), texts, mme_process_results, mme_aggregate_results)
+
+
+def mvbench_video(root, doc):
+    return read_all_frames(root / "hf_home" / MVBENCH_FOLDER / doc["video"])
+
+
+def mvbench_expected(reference, root, alpha):
+    texts = [reference.generate(reference.inputs(mvbench_doc_to_text(doc, MVBENCH_KWARGS), video=mvbench_video(root, doc)),
+                                alpha) for doc in docs(root, "mvbench")]
+    return texts, aggregate(docs(root, "mvbench"), texts, mvbench_process_results, mvbench_aggregate_results)
+
+
+def aggregate(documents, texts, process_results, aggregate_results):
+    """{metric: value} as lmms-eval computes it from per-document results, with the task's own functions."""
+    per_metric = {}
+    for doc, text in zip(documents, texts):
+        for metric, value in process_results(doc, [text.strip()]).items():
+            per_metric.setdefault(metric, []).append(value)
+    return {metric: aggregate_results(values) for metric, values in per_metric.items()}
+
+
+def responses(samples, task):
+    return [sample["filtered_resps"] for sample in sorted(samples[task], key=lambda s: s["doc_id"])]
+
+
+def test_generate_until_equals_the_reference_decoding(root, pnd_run):
+    results, samples = pnd_run
+    reference = Reference(root)
+    for task, expected in [("tiny_mme", mme_expected), ("tiny_mvbench", mvbench_expected)]:
+        texts, metrics = expected(reference, root, ALPHA)
+        assert responses(samples, task) == texts, f"{task}: pnd_llava_ov's generations differ from the reference"
+        for metric, value in metrics.items():
+            assert results["results"][task][f"{metric},none"] == pytest.approx(value), (task, metric)
+
+
+def test_loglikelihood_equals_the_reference_scores(root, pnd_run):
+    results, samples = pnd_run
+    reference = Reference(root)
+    correct = []
+    for doc, losses in zip(docs(root, "mvbench"), responses(samples, "tiny_mvbench_mc")):
+        inputs = reference.inputs(mvbench_doc_to_text(doc, MVBENCH_KWARGS), video=mvbench_video(root, doc))
+        expected = [reference.loss(inputs, " " + choice, ALPHA) for choice in doc["candidates"]]
+        logged = [float(loss) for loss, _ in losses]
+        np.testing.assert_allclose(logged, expected, atol=1e-4, err_msg="tiny_mvbench_mc: logged losses")
+        correct.append(float(np.argmin(expected) == doc["candidates"].index(doc["answer"])))
+    assert results["results"]["tiny_mvbench_mc"]["acc,none"] == pytest.approx(statistics.mean(correct))
+
+
+def test_retrieval_task_ranks_by_the_reference_scores(root, pnd_run):
+    results, samples = pnd_run
+    reference = Reference(root)
+    ranks = []
+    for doc, losses in zip(RETRIEVAL_DOCS, responses(samples, "pnd_retrieval")):
+        inputs = reference.inputs("Describe the video.", video=read_all_frames(root / "hf_home" / MVBENCH_FOLDER / doc["video"]))
+        expected = [reference.loss(inputs, caption, ALPHA) for caption in doc["candidates"]]
+        np.testing.assert_allclose([float(loss) for loss, _ in losses], expected, atol=1e-4)
+        order = list(np.argsort(expected))
+        ranks.append(order.index(doc["answer"]) + 1 if doc["answer"] >= 0 else len(expected) + 1)
+    metrics = results["results"]["pnd_retrieval"]
+    assert metrics["r1,none"] == pytest.approx(100 * statistics.mean(rank == 1 for rank in ranks))
+    assert metrics["r5,none"] == pytest.approx(100 * statistics.mean(rank <= 5 for rank in ranks))
+    assert metrics["median_rank,none"] == pytest.approx(statistics.median(ranks))
+
+
+def test_alpha_zero_generates_what_lmms_evals_llava_hf_generates(root):
+    # llava_hf (lmms-eval's chat path, the default) crashes on every video document (IndexError in the image
+    # processor: it passes images=[]), so the comparison runs on the image task.
+    hf = run_lmms_eval(root, "llava_hf", "llava_hf", f"pretrained={root / 'model'},device=cpu,device_map=cpu", "tiny_mme")
+    plain = run_lmms_eval(root, "alpha0", "pnd_llava_ov", model_args(root, 0), "tiny_mme")
+    assert responses(plain[1], "tiny_mme") == responses(hf[1], "tiny_mme")
+    assert plain[0]["results"]["tiny_mme"] == hf[0]["results"]["tiny_mme"]
+    normalized = mme_expected(Reference(root), root, ALPHA)[0]
+    assert normalized != responses(plain[1], "tiny_mme"), "alpha=0.5 should change some generation of this fixture"
+
+
+def test_two_processes_under_accelerate_give_the_single_process_results(root, pnd_run):
+    # --multi_gpu starts the processes with torchrun; without GPUs they run on CPU over gloo (accelerate's --cpu
+    # starts a single process unless MPI is set up).
+    launcher = [str(Path(sys.executable).with_name("accelerate")), "launch", "--multi_gpu", "--num_processes", "2",
+                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "lmms_eval"]
+    results, samples, process = run_lmms_eval(root, "accelerate", "pnd_llava_ov", model_args(root, ALPHA), TASKS, launcher)
+    assert "Running on rank 1" in process.stdout + process.stderr, "the second process did not evaluate"
+    for task in TASKS.split(","):
+        assert results["results"][task] == pnd_run[0]["results"][task], task
+        assert responses(samples, task) == responses(pnd_run[1], task), task
+
+
+def test_bad_model_args_say_what_to_do(root):
+    from pnd.lmms_eval_model import PndHf, PndQwen2VL
+
+    path = str(root / "model")
+    with pytest.raises(ValueError, match="takes qwen2_vl/qwen2_5_vl checkpoints.*Use --model pnd_hf"):
+        PndQwen2VL(pretrained=path)
+    with pytest.raises(TypeError, match=r"unknown model_args \['frames'\]"):
+        PndHf(pretrained=path, frames=4)
+    with pytest.raises(ValueError, match="use --batch_size 1"):
+        PndHf(pretrained=path, batch_size=4)
+    with pytest.raises(ValueError, match="alpha must be a finite number in"):
+        PndHf(pretrained=path, alpha=2)
+
+
+def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(monkeypatch):
+    import lmms_eval.evaluator as evaluator
+    from lmms_eval.api.instance import unwrap_generation_output
+
+    from pnd.lmms_eval_model import _keep_loglikelihood_pairs
+
+    monkeypatch.setattr(evaluator, "unwrap_generation_output", unwrap_generation_output)
+    assert unwrap_generation_output((1.5, False))[0] == "(1.5, False)"  # lmms-eval 0.7.3's bug (DESIGN.md §7)
+    _keep_loglikelihood_pairs()
+    assert evaluator.unwrap_generation_output((1.5, False)) == ((1.5, False), None)
+    assert evaluator.unwrap_generation_output("yes") == ("yes", None)
+    assert evaluator.unwrap_generation_output(["a", "b"]) == (["a", "b"], None)
+
+
+def test_pnd_qwen2_vl_in_process_equals_the_reference(tmp_path):
+    """The same class on a Qwen2-VL checkpoint (M-RoPE positions), called as lmms-eval calls it."""
+    from types import SimpleNamespace
+
+    from pnd.lmms_eval_model import PndQwen2VL
+    from pnd.tiny import tiny_model
+
+    model, processor = tiny_model("qwen2_vl")
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    lm = PndQwen2VL(pretrained=str(tmp_path / "model"), alpha=ALPHA, max_frames_num=4, device="cpu")
+    image = mme_image(3)
+    lm.task_dict = {"t": {"test": [{"image": image}]}}
+    visual = lambda doc: [doc["image"]]  # noqa: E731
+    question, choices = "Is there a cat? Please answer yes or no.", [" yes", " a red circle"]
+    generated = lm.generate_until([SimpleNamespace(args=(question, {"max_new_tokens": 4}, visual, 0, "t", "test"))])
+    losses = lm.loglikelihood([SimpleNamespace(args=(question, c, visual, 0, "t", "test")) for c in choices])
+    reference = Reference(tmp_path)
+    inputs = reference.inputs(question, image=image)
+    assert generated == [reference.generate(inputs, ALPHA, steps=4)]
+    np.testing.assert_allclose([loss for loss, _ in losses], [reference.loss(inputs, c, ALPHA) for c in choices], atol=1e-4)
