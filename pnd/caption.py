@@ -98,7 +98,10 @@ def run(args) -> int:
     from .demo import DEMO_MODEL
     from .loading import load_model
 
-    PriorNormalized(args.alpha, plausibility=args.plausibility)  # bad values fail before the model loads
+    try:
+        PriorNormalized(args.alpha, plausibility=args.plausibility)  # bad values fail before the model loads
+    except ValueError as error:
+        raise SystemExit(f"pnd caption: {error}") from error
     out = Path(args.out)
     done = finished_videos(out)
     paths = [p for p in list_videos(args.videos) if p.resolve() not in done]

@@ -121,12 +121,13 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from . import attach
     from .caption import generate_captions
+    from .moving import FRAMES
     from .video import list_videos, read_video
 
     model, processor = load_demo_model()
     attach(model)
     paths = list_videos([SAMPLE_VIDEOS])
-    videos = [read_video(p, 8) for p in paths]
+    videos = [read_video(p, FRAMES) for p in paths]
     columns = [generate_captions(model, processor, videos, None)]
     columns += [generate_captions(model, processor, videos, a, plausibility=PLAUSIBILITY) for a in SAMPLE_ALPHAS]
     print(f"Sample videos ({SAMPLE_VIDEOS}):\n\n| video | plain | "
