@@ -3,6 +3,8 @@
     pnd --version
     pnd models        # the supported model types
     pnd retrieve ...  # rank captions for videos with prior normalization (pnd retrieve --help)
+    pnd caption ...   # caption videos with prior-normalized decoding (pnd caption --help)
+    pnd demo          # the effect, measured offline on the bundled demo model
 """
 
 from __future__ import annotations
@@ -18,16 +20,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"pnd {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("models", help="list the supported Hugging Face model types")
-    from . import retrieve
+    from . import caption, demo, retrieve
 
-    retrieve.add_arguments(commands.add_parser("retrieve", help="rank captions for videos (and videos for captions)",
-                                               description=retrieve.__doc__,
-                                               formatter_class=argparse.RawDescriptionHelpFormatter))
+    subcommands = {"retrieve": (retrieve, "rank captions for videos (and videos for captions)"),
+                   "caption": (caption, "caption videos with prior-normalized decoding"),
+                   "demo": (demo, "measure the effect offline on the bundled demo model")}
+    for name, (module, summary) in subcommands.items():
+        module.add_arguments(commands.add_parser(name, help=summary, description=module.__doc__,
+                                                 formatter_class=argparse.RawDescriptionHelpFormatter))
     args = parser.parse_args(argv)
     if args.command == "models":
         print("\n".join(supported_model_types()))
         return 0
-    return retrieve.run(args)
+    return subcommands[args.command][0].run(args)
 
 
 if __name__ == "__main__":

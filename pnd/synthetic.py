@@ -30,35 +30,54 @@ def caption(colour: str) -> str:
     return f"a {colour} video"
 
 
+def planted_weights(names: list[str], planted: str, share: float) -> torch.Tensor:
+    """Sampling weights: `share` for the planted name, the rest split evenly over the others."""
+    return torch.tensor([share if n == planted else (1 - share) / (len(names) - 1) for n in names])
+
+
 def train_colour_model(steps: int = 300, seed: int = 0, planted_share: float = 0.7, batch: int = 32,
                        condition_dropout: float = 0.2):
-    """(model, processor): a tiny LLaVA-OneVision trained to caption clips, with `planted_share` of red.
-
-    For a `condition_dropout` share of the examples the video tokens are masked out of attention (the
-    prior's own input, DESIGN.md §1), so the model also learns the caption prior P(t), as
-    classifier-free guidance models learn their unconditional branch.
-    """
+    """(model, processor): a tiny LLaVA-OneVision trained to caption clips, with `planted_share` of red."""
     from .tiny import tiny_model
 
     torch.manual_seed(seed)
     model, processor = tiny_model("llava_onevision", seed=seed, sharpen=1.0)
-    prompt = processor.apply_chat_template(
-        [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "Describe the video."}]}],
-        add_generation_prompt=True,
-    )
     names = list(COLOURS)
-    weights = torch.tensor([planted_share if n == PLANTED else (1 - planted_share) / (len(names) - 1) for n in names])
-    generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    end = processor.tokenizer.eos_token
-    model.train()
-    for _ in range(steps):
+    weights = planted_weights(names, PLANTED, planted_share)
+
+    def draw(generator):
         picks = [names[i] for i in torch.multinomial(weights, batch, replacement=True, generator=generator)]
         clips = [make_clip(c, generator, float(torch.rand((), generator=generator))) for c in picks]
-        answers = [caption(c) + end for c in picks]
+        return clips, [caption(c) for c in picks]
+
+    return train_captioner(model, processor, draw, steps, torch.Generator().manual_seed(seed),
+                           condition_dropout=condition_dropout), processor
+
+
+def train_captioner(model, processor, draw, steps: int, generator: torch.Generator, lr: float = 3e-3,
+                    condition_dropout: float = 0.2, prompt: str = "Describe the video.", progress: bool = False):
+    """Train `model` (in place; returned in eval mode) to answer `prompt` after a video with its caption.
+
+    `draw(generator)` returns one batch: (clips, captions). For a `condition_dropout` share of the
+    examples the video tokens are masked out of attention (the prior's own input, DESIGN.md §1), so the
+    model also learns the caption prior P(t), as classifier-free guidance models learn their
+    unconditional branch. `progress` shows a bar with the loss.
+    """
+    from tqdm.auto import trange
+
+    from .caption import video_prompt
+
+    prompt = video_prompt(processor, prompt)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    end = processor.tokenizer.eos_token
+    model.train()
+    bar = trange(steps, desc="training", disable=not progress)
+    for _ in bar:
+        clips, captions = draw(generator)
+        answers = [c + end for c in captions]
         inputs = processor(text=[prompt + a for a in answers], videos=clips, return_tensors="pt", padding=True)
         video = inputs["input_ids"] == model.config.video_token_id
-        dropped = torch.rand(batch, 1, generator=generator) < condition_dropout
+        dropped = torch.rand(len(clips), 1, generator=generator) < condition_dropout
         inputs["attention_mask"] = inputs["attention_mask"] * ~(video & dropped)
         labels = inputs["input_ids"].clone()  # left-padded: the answer is the last tokens of each row
         for row, answer in enumerate(answers):
@@ -67,4 +86,5 @@ def train_colour_model(steps: int = 300, seed: int = 0, planted_share: float = 0
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    return model.eval(), processor
+        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    return model.eval()

@@ -3,6 +3,8 @@
 Frames are sampled uniformly over the whole video and returned as a (frames, 3, H, W) uint8 tensor, the
 layout transformers' video processors take.
 
+`write_video` saves frames losslessly (mp4: H.264 RGB, webm: VP9 lossless), for sample and test videos.
+
 Example:
     >>> from pnd.video import read_video
     >>> read_video("clip.mp4", frames=8).shape  # doctest: +SKIP
@@ -65,6 +67,25 @@ def _frame_folder(path: Path) -> list[np.ndarray]:
 
     files = sorted(p for p in path.iterdir() if p.suffix.lower() in FRAME_SUFFIXES)
     return [np.asarray(Image.open(f).convert("RGB")) for f in files]
+
+
+_LOSSLESS = {".mp4": ("libx264rgb", "rgb24", {"crf": "0"}), ".webm": ("libvpx-vp9", "gbrp", {"lossless": "1"})}
+
+
+def write_video(path: str | Path, frames: torch.Tensor, fps: int = 8) -> None:
+    """Save uint8 (frames, 3, H, W) losslessly as .mp4 or .webm with PyAV; `read_video` gives them back."""
+    import av
+
+    path = Path(path)
+    if path.suffix not in _LOSSLESS:
+        raise ValueError(f"{path}: write_video writes {' or '.join(_LOSSLESS)} files; pick one of those suffixes.")
+    codec, pix_fmt, options = _LOSSLESS[path.suffix]
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream(codec, rate=fps, options=options)
+        stream.height, stream.width, stream.pix_fmt = frames.shape[2], frames.shape[3], pix_fmt
+        for image in frames.permute(0, 2, 3, 1).contiguous().numpy():
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        container.mux(stream.encode())
 
 
 def list_videos(paths: list[str | Path]) -> list[Path]:
