@@ -20,8 +20,9 @@ Part 1 (greedy, batch 1) compares, on the same model and inputs:
 Part 2: plain, plain on 2 rows per prompt, and pnd for greedy, beam search (4 beams) and sampling, at batch 1
 and 8 (`--modes-frames`).
 
-Per-token time = (time for N tokens - time for 1 token) / (N - 1); prefill = time for 1 token; best of
-`--repeats`. Peak memory: CUDA's max_memory_allocated, on CPU the peak resident set (VmHWM) of the run.
+Per token: the median time between decoding steps (a last logits processor records when each step's
+scores are ready; for mitigv, its per-step sampler); prefill: the time to the first step's scores, best
+of `--repeats`. Peak memory: CUDA's max_memory_allocated, on CPU the peak resident set (VmHWM) of the run.
 Before anything is timed, pnd's greedy tokens are checked equal to the naive recompute's.
 """
 
@@ -31,6 +32,7 @@ import argparse
 import gc
 import math
 import re
+import statistics
 import time
 from pathlib import Path
 
@@ -173,31 +175,39 @@ def mitigv_vcd(model, inputs):
             return [""] * len(ids)
 
     vcd = build_mitigator("vcd", LlavaModelAdapter(model), FixedInputs(), alpha=1.0, beta=0.1, do_sample=False)
-    return lambda n: vcd.generate(None, "", max_new_tokens=n)
+
+    def run(tokens, clock):
+        def sample_next(logits, cfg):  # called once per step, after both of VCD's forwards
+            clock(None, logits)
+            return type(vcd)._sample_next(vcd, logits, cfg)
+        vcd._sample_next = sample_next
+        return vcd.generate(None, "", max_new_tokens=tokens)
+    return run
 
 
 @torch.no_grad()
-def generate(model, inputs, processors, tokens, **kwargs):
+def generate(model, inputs, processors, tokens, clock=None, **kwargs):
     if kwargs.get("do_sample"):
         torch.manual_seed(0)
-    return model.generate(**inputs, max_new_tokens=tokens, min_new_tokens=tokens, logits_processor=processors,
-                          **kwargs)
+    return model.generate(**inputs, max_new_tokens=tokens, min_new_tokens=tokens,
+                          logits_processor=processors + ([clock] if clock else []), **kwargs)
+
+
+class StepClock(LogitsProcessor):
+    """Last in the logits processors: records when each decoding step's scores are ready."""
+
+    def __init__(self, device):
+        self.device, self.times = device, []
+
+    def __call__(self, input_ids, scores):
+        _sync(self.device)
+        self.times.append(time.perf_counter())
+        return scores
 
 
 def _sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize()
-
-
-def timed(run, device, tokens: int, repeats: int) -> float:
-    best = math.inf
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        run(tokens)
-        _sync(device)
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def peak_memory(run, device) -> tuple[float, float]:
@@ -223,11 +233,18 @@ def _resident(field: str) -> int:
 
 
 def measure(run, device, tokens, repeats) -> dict:
-    run(2)  # warm-up
-    prefill = timed(run, device, 1, repeats)
-    full = timed(run, device, tokens, repeats)
-    peak, working = peak_memory(lambda: run(tokens), device)
-    return {"prefill": prefill, "token": (full - prefill) / (tokens - 1), "peak": peak, "working": working}
+    """Prefill: time to the first step's scores (best of `repeats`); per token: median time between steps."""
+    run(2, StepClock(device))  # warm-up
+    prefill, steps = math.inf, []
+    for _ in range(repeats):
+        clock = StepClock(device)
+        _sync(device)
+        start = time.perf_counter()
+        run(tokens, clock)
+        prefill = min(prefill, clock.times[0] - start)
+        steps += [later - earlier for earlier, later in zip(clock.times, clock.times[1:])]
+    peak, working = peak_memory(lambda: run(tokens, StepClock(device)), device)
+    return {"prefill": prefill, "token": statistics.median(steps), "peak": peak, "working": working}
 
 
 def check_tokens(model, inputs, tokens: int) -> None:
@@ -240,13 +257,13 @@ def check_tokens(model, inputs, tokens: int) -> None:
 def peers(model, inputs, unconditional, args, device) -> list[tuple[str, dict]]:
     doubled = {k: torch.cat([v, v]) for k, v in inputs.items()}
     runs = {
-        "plain": lambda n: generate(model, inputs, [], n, do_sample=False),
-        "plain, 2 rows": lambda n: generate(model, doubled, [], n, do_sample=False),
-        "pnd": lambda n: generate(model, inputs, [pnd.PriorNormalized(ALPHA)], n, do_sample=False),
-        "cfg": lambda n: generate(model, inputs, [UnbatchedClassifierFreeGuidanceLogitsProcessor(
-            1 - ALPHA, model, unconditional)], n, do_sample=False),
+        "plain": lambda n, clock: generate(model, inputs, [], n, clock, do_sample=False),
+        "plain, 2 rows": lambda n, clock: generate(model, doubled, [], n, clock, do_sample=False),
+        "pnd": lambda n, clock: generate(model, inputs, [pnd.PriorNormalized(ALPHA)], n, clock, do_sample=False),
+        "cfg": lambda n, clock: generate(model, inputs, [UnbatchedClassifierFreeGuidanceLogitsProcessor(
+            1 - ALPHA, model, unconditional)], n, clock, do_sample=False),
         "mitigv VCD": mitigv_vcd(model, inputs),
-        "naive": lambda n: generate(model, inputs, [NaivePrior(model, inputs)], n, do_sample=False),
+        "naive": lambda n, clock: generate(model, inputs, [NaivePrior(model, inputs)], n, clock, do_sample=False),
     }
     rows = []
     for name, run in runs.items():
@@ -274,9 +291,9 @@ def modes(model, args, device) -> list[tuple[str, int, dict, dict]]:
             check_tokens(model, inputs, 4)
         doubled = {k: torch.cat([v, v]) for k, v in inputs.items()}
         for mode, kwargs in MODES.items():
-            runs = {"plain": lambda n: generate(model, inputs, [], n, **kwargs),
-                    "plain, 2 rows": lambda n: generate(model, doubled, [], n, **kwargs),
-                    "pnd": lambda n: generate(model, inputs, [pnd.PriorNormalized(ALPHA)], n, **kwargs)}
+            runs = {"plain": lambda n, clock: generate(model, inputs, [], n, clock, **kwargs),
+                    "plain, 2 rows": lambda n, clock: generate(model, doubled, [], n, clock, **kwargs),
+                    "pnd": lambda n, clock: generate(model, inputs, [pnd.PriorNormalized(ALPHA)], n, clock, **kwargs)}
             measured = {name: measure(run, device, args.modes_tokens, args.repeats) for name, run in runs.items()}
             rows.append((mode, batch, measured))
             print(mode, batch, {name: f"{m['token'] / measured['plain']['token']:.2f}x" for name, m in measured.items()},
@@ -295,7 +312,8 @@ def report(model, inputs, args, device, peer_rows, mode_rows) -> str:
     base = peer_rows[0][1]
     lines = [
         f"{hardware(device)}, torch {torch.__version__}, {args.dtype}; random {model.config.model_type} "
-        f"({args.size} shape, {n_params:,.1f} M parameters). Best of {args.repeats}; greedy tokens of pnd == the "
+        f"({args.size} shape, {n_params:,.1f} M parameters). {args.repeats} runs per method (per token: median time "
+        "between steps; prefill: time to the first step's scores, best run). Greedy tokens of pnd == the "
         "naive recompute's: checked in the run.",
         "",
         f"Greedy, batch 1, {inputs['input_ids'].shape[1]}-token prompt with a {args.frames}-frame video, "
