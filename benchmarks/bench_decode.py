@@ -22,7 +22,8 @@ and 8 (`--modes-frames`).
 
 Per token: the median time between decoding steps (a last logits processor records when each step's
 scores are ready; for mitigv, its per-step sampler); prefill: the time to the first step's scores, best
-of `--repeats`. Peak memory: CUDA's max_memory_allocated, on CPU the peak resident set (VmHWM) of the run.
+of `--repeats` and 3 more 1-token runs. Peak memory: CUDA's max_memory_allocated, on CPU the peak resident
+set (VmHWM) of one more run.
 Before anything is timed, pnd's greedy tokens are checked equal to the naive recompute's.
 """
 
@@ -210,41 +211,33 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def peak_memory(run, device) -> tuple[float, float]:
-    """(peak, peak minus what was in use before) in MB during `run()`: CUDA allocations or resident memory."""
+def peak_memory(run, device) -> float:
+    """Peak memory in MB during `run()`: CUDA's allocations, or the process's resident set on CPU."""
     gc.collect()
     if device.type == "cuda":
         torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         run()
         torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated()
-    else:
-        before = _resident("VmRSS")
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak resident set
-        run()
-        peak = _resident("VmHWM")
-    return peak / 2**20, (peak - before) / 2**20
+        return torch.cuda.max_memory_allocated() / 2**20
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak resident set
+    run()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1)) / 1024
 
 
-def _resident(field: str) -> int:
-    return int(re.search(rf"{field}:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1)) * 1024
-
-
-def measure(run, device, tokens, repeats) -> dict:
-    """Prefill: time to the first step's scores (best of `repeats`); per token: median time between steps."""
+def measure(run, device, tokens, repeats, prefill_repeats=3) -> dict:
+    """Per token: median time between steps over `repeats` runs; prefill: time to the first step's scores,
+    best of those runs and `prefill_repeats` more 1-token runs; peak memory of one more run."""
     run(2, StepClock(device))  # warm-up
     prefill, steps = math.inf, []
-    for _ in range(repeats):
+    for n in [tokens] * repeats + [1] * prefill_repeats:
         clock = StepClock(device)
         _sync(device)
         start = time.perf_counter()
-        run(tokens, clock)
+        run(n, clock)
         prefill = min(prefill, clock.times[0] - start)
         steps += [later - earlier for earlier, later in zip(clock.times, clock.times[1:])]
-    peak, working = peak_memory(lambda: run(tokens, StepClock(device)), device)
-    return {"prefill": prefill, "token": statistics.median(steps), "peak": peak, "working": working}
+    return {"prefill": prefill, "token": statistics.median(steps), "peak": peak_memory(lambda: run(tokens, StepClock(device)), device)}
 
 
 def check_tokens(model, inputs, tokens: int) -> None:
@@ -313,23 +306,22 @@ def report(model, inputs, args, device, peer_rows, mode_rows) -> str:
     lines = [
         f"{hardware(device)}, torch {torch.__version__}, {args.dtype}; random {model.config.model_type} "
         f"({args.size} shape, {n_params:,.1f} M parameters). {args.repeats} runs per method (per token: median time "
-        "between steps; prefill: time to the first step's scores, best run). Greedy tokens of pnd == the "
+        "between steps; prefill: time to the first step's scores, best of 3 more runs too). Greedy tokens of pnd == the "
         "naive recompute's: checked in the run.",
         "",
         f"Greedy, batch 1, {inputs['input_ids'].shape[1]}-token prompt with a {args.frames}-frame video, "
         f"{args.tokens} new tokens (naive: {min(args.tokens, args.naive_tokens)}):",
         "",
-        "| method | prefill (ms) | prefill ratio | per token (ms) | per-token ratio | peak memory (MB) | peak ratio | "
-        "working memory (MB) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| method | prefill (ms) | prefill ratio | per token (ms) | per-token ratio | peak memory (MB) | peak ratio |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, m in peer_rows:
         if isinstance(m, str):
-            lines.append(f"| {name} | {m} | | | | | | |")
+            lines.append(f"| {name} | {m} | | | | | |")
             continue
         lines.append(f"| {name} | {m['prefill'] * 1e3:.1f} | {m['prefill'] / base['prefill']:.2f}x | "
                      f"{m['token'] * 1e3:.1f} | {m['token'] / base['token']:.2f}x | {m['peak']:.0f} | "
-                     f"{m['peak'] / base['peak']:.2f}x | {m['working']:.0f} |")
+                     f"{m['peak'] / base['peak']:.2f}x |")
     if mode_rows:
         lines += ["", f"pnd against plain `generate` by decoding mode ({args.modes_frames}-frame video, "
                   f"{args.modes_tokens} new tokens; batch 8 = 8 prompts of different lengths, left-padded):", "",

@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from transformers import DynamicCache
 
 from .architectures import architecture_for
+from .caption import video_prompt
 from .prior import default_position_ids, masked_prefill
 from .processor import check_alpha_and_prior
 from .video import read_video
@@ -86,10 +87,7 @@ class CaptionScorer:
         self.alpha, self.reduction, self.prior_mode = float(alpha), reduction, prior
         self.modality, self.frames, self.batch_size, self.progress = modality, frames, batch_size, progress
         self._prior_layout, self._priors = None, {}  # caption tokens -> summed prior log-prob, for that layout
-        self.prompt_text = processor.apply_chat_template(
-            [{"role": "user", "content": [{"type": modality}, {"type": "text", "text": prompt}]}],
-            add_generation_prompt=True,
-        )
+        self.prompt_text = video_prompt(processor, prompt, modality)
 
     # -- inputs ---------------------------------------------------------------------------------
 

@@ -204,14 +204,10 @@ def random_video(seed: int, frames: int = 4, size: int = 56) -> torch.Tensor:
 
 def tiny_inputs(processor, model_type: str, prompts=("Describe the video.",), seed: int = 0, image: bool = False):
     """Processor outputs for one visual input per prompt (video, or image for LLaVA-1.5 / image=True)."""
+    from .caption import video_prompt
+
     kind = "image" if image or model_type not in VIDEO_ARCHITECTURES else "video"
-    texts = [
-        processor.apply_chat_template(
-            [{"role": "user", "content": [{"type": kind}, {"type": "text", "text": prompt}]}],
-            add_generation_prompt=True,
-        )
-        for prompt in prompts
-    ]
+    texts = [video_prompt(processor, prompt, kind) for prompt in prompts]
     visuals = [random_video(seed + i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]
     if kind == "image":
         return processor(text=texts, images=[v[0] for v in visuals], return_tensors="pt", padding=True)
