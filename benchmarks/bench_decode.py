@@ -22,7 +22,7 @@ and 8 (`--modes-frames`).
 
 Per token: the median time between decoding steps (a last logits processor records when each step's
 scores are ready; for mitigv, its per-step sampler); prefill: the time to the first step's scores, best
-of `--repeats` and 3 more 1-token runs. Peak memory: CUDA's max_memory_allocated, on CPU the peak resident
+of `--repeats` and 3 more 1-token runs. Methods are timed round-robin. Peak memory: CUDA's max_memory_allocated, on CPU the peak resident
 set (VmHWM) of one more run.
 Before anything is timed, pnd's greedy tokens are checked equal to the naive recompute's.
 """
@@ -225,19 +225,39 @@ def peak_memory(run, device) -> float:
     return int(re.search(r"VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1)) / 1024
 
 
-def measure(run, device, tokens, repeats, prefill_repeats=3) -> dict:
-    """Per token: median time between steps over `repeats` runs; prefill: time to the first step's scores,
-    best of those runs and `prefill_repeats` more 1-token runs; peak memory of one more run."""
-    run(2, StepClock(device))  # warm-up
-    prefill, steps = math.inf, []
-    for n in [tokens] * repeats + [1] * prefill_repeats:
+def measure_all(runs: dict, device, repeats: int, prefill_repeats: int = 3) -> dict:
+    """Time every method of `runs` ({name: (run, tokens)}) round-robin, so that drifts of the machine hit all alike.
+
+    Per token: the median time between steps over `repeats` runs; prefill: the time to the first step's
+    scores, best of those and `prefill_repeats` more 1-token runs; peak memory of one more run. A method
+    that raises gets the error as its result (a peer that breaks on this model is a result too).
+    """
+    results = {name: {"prefill": math.inf, "steps": []} for name in runs}
+
+    def attempt(name: str, tokens: int, record: bool = True) -> None:
         clock = StepClock(device)
         _sync(device)
         start = time.perf_counter()
-        run(n, clock)
-        prefill = min(prefill, clock.times[0] - start)
-        steps += [later - earlier for earlier, later in zip(clock.times, clock.times[1:])]
-    return {"prefill": prefill, "token": statistics.median(steps), "peak": peak_memory(lambda: run(tokens, StepClock(device)), device)}
+        try:
+            runs[name][0](tokens, clock)
+        except Exception as error:
+            results[name] = f"fails: {type(error).__name__}: {str(error).splitlines()[0][:80]}"
+            return
+        if record:
+            results[name]["prefill"] = min(results[name]["prefill"], clock.times[0] - start)
+            results[name]["steps"] += [later - earlier for earlier, later in zip(clock.times, clock.times[1:])]
+
+    for name in runs:
+        attempt(name, 2, record=False)  # warm-up
+    for i in range(repeats + prefill_repeats):
+        for name, (_, tokens) in runs.items():
+            if isinstance(results[name], dict):
+                attempt(name, tokens if i < repeats else 1)
+    for name, (run, tokens) in runs.items():
+        if isinstance(results[name], dict):
+            results[name] = {"prefill": results[name]["prefill"], "token": statistics.median(results[name]["steps"]),
+                             "peak": peak_memory(lambda: run(tokens, StepClock(device)), device)}
+    return results
 
 
 def check_tokens(model, inputs, tokens: int) -> None:
@@ -258,18 +278,15 @@ def peers(model, inputs, unconditional, args, device) -> list[tuple[str, dict]]:
         "mitigv VCD": mitigv_vcd(model, inputs),
         "naive": lambda n, clock: generate(model, inputs, [NaivePrior(model, inputs)], n, clock, do_sample=False),
     }
-    rows = []
-    for name, run in runs.items():
-        if run is None:
-            print(f"{name}: skipped (not installed or not supported for {model.config.model_type})")
-            continue
-        tokens = min(args.tokens, args.naive_tokens) if name == "naive" else args.tokens
-        try:
-            rows.append((name, measure(run, device, tokens, args.repeats)))
-        except Exception as error:  # a peer that breaks on this model is a result too
-            rows.append((name, f"fails: {type(error).__name__}: {str(error).splitlines()[0][:80]}"))
-        print(name, rows[-1][1], flush=True)
-    return rows
+    for name in [name for name, run in runs.items() if run is None]:
+        print(f"{name}: skipped (not installed or not supported for {model.config.model_type})")
+        del runs[name]
+    timed = {name: (run, min(args.tokens, args.naive_tokens) if name == "naive" else args.tokens)
+             for name, run in runs.items()}
+    results = measure_all(timed, device, args.repeats)
+    for name, result in results.items():
+        print(name, result, flush=True)
+    return list(results.items())
 
 
 MODES = {"greedy": dict(do_sample=False), "beam (4)": dict(do_sample=False, num_beams=4),
@@ -287,7 +304,7 @@ def modes(model, args, device) -> list[tuple[str, int, dict, dict]]:
             runs = {"plain": lambda n, clock: generate(model, inputs, [], n, clock, **kwargs),
                     "plain, 2 rows": lambda n, clock: generate(model, doubled, [], n, clock, **kwargs),
                     "pnd": lambda n, clock: generate(model, inputs, [pnd.PriorNormalized(ALPHA)], n, clock, **kwargs)}
-            measured = {name: measure(run, device, args.modes_tokens, args.repeats) for name, run in runs.items()}
+            measured = measure_all({name: (run, args.modes_tokens) for name, run in runs.items()}, device, args.repeats)
             rows.append((mode, batch, measured))
             print(mode, batch, {name: f"{m['token'] / measured['plain']['token']:.2f}x" for name, m in measured.items()},
                   flush=True)
