@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Regenerate benchmarks/RESULTS.md on this machine (CPU: about 10 minutes on 2 cores; keep the machine idle).
+# Regenerate benchmarks/RESULTS.md on this machine (CPU: about 16 minutes on 2 cores; keep the machine idle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-.venv/bin/python}
 "$python" -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[bench]"  # mitigv, the packaged peer
 "$python" benchmarks/bench_decode.py --out benchmarks/RESULTS.md
+"$python" benchmarks/bench_prefill_reuse.py --out benchmarks/RESULTS.md
 "$python" benchmarks/bench_retrieval.py --out benchmarks/RESULTS.md
