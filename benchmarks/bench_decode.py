@@ -138,8 +138,7 @@ class NaivePrior(LogitsProcessor):
 
     def __init__(self, model, inputs):
         self.model, self.inputs = model, inputs
-        self.visual = torch.isin(inputs["input_ids"], torch.tensor(pnd.architectures.architecture_for(model)
-                                                                   .visual_token_ids(model.config), device=model.device))
+        self.visual = pnd.architectures.architecture_for(model).visual_mask(model.config, inputs["input_ids"])
 
     @torch.no_grad()
     def __call__(self, input_ids, scores):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from .synthetic import COLOURS, planted_weights
+from .synthetic import COLOURS, planted_weights, with_noise
 
 SIZES = {"small": 6, "medium": 14, "big": 24}  # side of the square, pixels
 MOTIONS = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}  # (dx, dy), image coordinates
@@ -46,8 +46,7 @@ def make_moving_clip(colour: str, size: str, generator: torch.Generator, noise: 
         x = across if dx == 0 else (along if dx > 0 else travel - along)
         y = across if dy == 0 else (along if dy > 0 else travel - along)
         clip[i, :, y : y + side, x : x + side] = torch.tensor(COLOURS[colour], dtype=torch.float32).view(3, 1, 1)
-    random = torch.rand(frames, 3, FRAME_SIZE, FRAME_SIZE, generator=generator) * 255
-    return (clip * (1 - noise) + random * noise).round().clamp(0, 255).to(torch.uint8)
+    return with_noise(clip, generator, noise)
 
 
 def caption(colour: str, size: str) -> str:

@@ -22,8 +22,13 @@ PLANTED = "red"
 def make_clip(colour: str, generator: torch.Generator, noise: float, frames: int = 4, size: int = 32) -> torch.Tensor:
     """A (frames, 3, size, size) uint8 clip: the colour blended with uniform noise (noise in [0, 1])."""
     base = torch.tensor(COLOURS[colour], dtype=torch.float32).view(1, 3, 1, 1).expand(frames, 3, size, size)
-    random = torch.rand(frames, 3, size, size, generator=generator) * 255
-    return (base * (1 - noise) + random * noise).round().clamp(0, 255).to(torch.uint8)
+    return with_noise(base, generator, noise)
+
+
+def with_noise(clean: torch.Tensor, generator: torch.Generator, noise: float) -> torch.Tensor:
+    """`clean` (float pixel values) blended with uniform noise in [0, 255] (noise in [0, 1]), as uint8."""
+    random = torch.rand(clean.shape, generator=generator) * 255
+    return (clean * (1 - noise) + random * noise).round().clamp(0, 255).to(torch.uint8)
 
 
 def caption(colour: str) -> str:
