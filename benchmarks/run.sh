@@ -5,5 +5,5 @@ cd "$(dirname "$0")/.."
 python=${PYTHON:-.venv/bin/python}
 "$python" -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[bench]"  # mitigv, the packaged peer
 "$python" benchmarks/bench_decode.py --out benchmarks/RESULTS.md
-"$python" benchmarks/bench_prefill_reuse.py --out benchmarks/RESULTS.md
+"$python" benchmarks/bench_prefill.py --out benchmarks/RESULTS.md
 "$python" benchmarks/bench_retrieval.py --out benchmarks/RESULTS.md

@@ -1,9 +1,10 @@
 """`attach` / `detach`: run the conditioned and prior rows of `generate` through one forward call.
 
 After `pnd.attach(model)`, a `generate` call whose `logits_processor` holds a `PriorNormalized` uses a
-`PairedCache`: the first forward runs the conditioned prompt as usual and prefills the prior rows on the
-text tokens alone; every later step is one forward call on [conditioned rows; prior rows]. `generate`
-only ever sees the conditioned rows; the prior logits go to the processor.
+`PairedCache`: the first forward runs the conditioned prompt and prefills the prior rows on its text
+tokens alone (in the same call where the model runs SDPA attention, `packed.py`); every later step is
+one forward call on [conditioned rows; prior rows]. `generate` only ever sees the conditioned rows; the
+prior logits go to the processor.
 
 Example:
     >>> import pnd
@@ -25,6 +26,7 @@ import torch
 
 from .architectures import Architecture, architecture_for
 from .cache import PairedCache
+from .packed import packed_prefill, packs_prior
 from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
 from .processor import PriorNormalized
 
@@ -147,19 +149,23 @@ def _paired_forward(model, attachment: Attachment, *args, **kwargs):
 
 
 def _prefill(model, attachment, generation, cache, kwargs):
-    """Conditioned prompt as usual, then the prior rows on the text tokens alone, appended to the cache."""
+    """The conditioned prompt and the prior rows on its text tokens alone (one call when packable), one cache."""
     input_ids = kwargs.get("input_ids")
     if input_ids is None:
         raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")
     if kwargs.get("position_ids") is None:
         raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
-    outputs = attachment.forward(**kwargs)
-    if generation.blank_outputs is not None:
+    mode = generation.processor.prior
+    if generation.blank_outputs is None and packs_prior(model, kwargs):
+        outputs, prior = packed_prefill(model, attachment.forward, kwargs, mode)
+    elif generation.blank_outputs is not None:
+        outputs = attachment.forward(**kwargs)
         prior = blank_prefill(model, attachment.forward, kwargs, generation.blank_outputs)
     else:
+        outputs = attachment.forward(**kwargs)
         shared = [(layer.keys, layer.values) for layer in cache.layers]
-        prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"],
-                               generation.processor.prior, shared)
+        prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
+                               shared)
     cache.add_prior(prior)
     generation.record(outputs.logits[:, -1], prior.logits)
     return outputs

@@ -79,6 +79,63 @@ def text_slots(architecture: Architecture, config, input_ids: torch.Tensor, atte
     return text
 
 
+@dataclass
+class PriorSlots:
+    """Where the prior's tokens sit in the conditioned prompt, and which of them its prefill computes."""
+
+    text: torch.Tensor  # (batch, L) bool: attended text tokens, the slots the prior sees
+    reused: torch.Tensor  # (batch, L) bool: text before the first visual token, KV copied from the conditioned pass
+    prefix: int  # slots [0, prefix) hold every reused one
+    index: torch.Tensor  # (batch, P) slots of the computed tokens, each row left-padded to P, order kept
+    computed: torch.Tensor  # (batch, P) bool: False on that padding
+    positions: torch.Tensor  # position ids of the computed tokens, shaped like the prompt's position ids
+
+
+def prior_slots(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                mode: str = "masked", reuse: bool = True) -> PriorSlots:
+    """The prior's slots for a prompt ("masked": original positions; "text": renumbered), with DESIGN.md §3.7's errors.
+
+    With `reuse`, the text before a row's first visual token is not computed: it sees the same tokens at
+    the same positions in both passes, so its keys/values are the conditioned pass's.
+    """
+    architecture = architecture_for(model)
+    length = input_ids.shape[1]
+    text = text_slots(architecture, model.config, input_ids, attention_mask)
+    first_visual = architecture.visual_mask(model.config, input_ids).int().argmax(dim=1, keepdim=True)
+    reused = text & (torch.arange(length, device=input_ids.device) < first_visual) if reuse else torch.zeros_like(text)
+    computed = text & ~reused
+    n_computed = int(computed.sum(dim=1).max())
+    index = torch.sort(computed.to(torch.int8), dim=1, stable=True).indices[:, length - n_computed :]
+    if mode == "text":
+        renumbered = (text.long().cumsum(-1) - 1).clamp(min=0).gather(1, index)
+        positions = renumbered if position_ids.ndim == 2 else renumbered.expand(position_ids.shape[0], -1, -1)
+    else:
+        positions = gather_positions(position_ids, index)
+    prefix = int(first_visual.max()) if reuse else 0
+    return PriorSlots(text, reused, prefix, index, computed.gather(1, index), positions)
+
+
+def lay_out_prior(slots: PriorSlots, states: torch.Tensor, computed_from: int) -> torch.Tensor:
+    """Prior keys or values (batch, heads, L, dim) from `states` holding the reused slots [0, prefix) and the
+    computed tokens from `computed_from` on; visual and padding slots are zero."""
+    batch, length = slots.text.shape
+    laid_out = states.new_zeros(batch, states.shape[1], length, states.shape[-1])
+    target = slots.index[:, None, :, None].expand(-1, states.shape[1], -1, states.shape[-1])
+    laid_out.scatter_(2, target, states[:, :, computed_from:] * slots.computed[:, None, :, None])  # padding: zeros
+    # after the scatter: a row's padding entries point at slots it does not compute, reused ones among them
+    reused = slots.reused[:, None, : slots.prefix, None]
+    laid_out[:, :, : slots.prefix] = torch.where(reused, states[:, :, : slots.prefix], laid_out[:, :, : slots.prefix])
+    return laid_out
+
+
+def prior_prefill(slots: PriorSlots, logits: torch.Tensor, layers, position_ids: torch.Tensor,
+                  computed_from: int) -> PriorPrefill:
+    """The `PriorPrefill` of per-layer (keys, values) laid out by `lay_out_prior`."""
+    laid_out = [tuple(lay_out_prior(slots, states, computed_from) for states in layer) for layer in layers]
+    offset = position_ids[..., -1] - slots.positions[..., -1]
+    return PriorPrefill(logits=logits, layers=laid_out, attends=slots.text, position_offset=offset)
+
+
 def masked_prefill(
     model,
     input_ids: torch.Tensor,
@@ -87,57 +144,26 @@ def masked_prefill(
     mode: str = "masked",
     shared: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> PriorPrefill:
-    """Prefill the prior rows on the text tokens alone ("masked": original positions; "text": renumbered).
+    """Prefill the prior rows on the text tokens alone, in one language-model call of their own.
 
-    `shared` is the conditioned pass's per-layer (keys, values) for the same prompt. The text tokens
-    before a row's first visual token see the same tokens at the same positions in both passes, so their
-    keys/values are copied from it; only the text after the first visual token is computed.
+    `shared` is the conditioned pass's per-layer (keys, values) for the same prompt: the text before
+    each row's first visual token is copied from it, and only the text after it is computed.
     """
-    architecture = architecture_for(model)
-    batch, length = input_ids.shape
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    text = text_slots(architecture, model.config, input_ids, attention_mask)
-    slots = torch.arange(length, device=input_ids.device)
-    first_visual = architecture.visual_mask(model.config, input_ids).int().argmax(dim=1, keepdim=True)
-    reused = text & (slots < first_visual) if shared is not None else torch.zeros_like(text)
-    computed = text & ~reused
-    prefix = int(first_visual.max()) if shared is not None else 0  # slots [0, prefix) hold every reused one
-
-    # Compact each row to its computed tokens, left-padded to the longest row, order kept.
-    n_computed = int(computed.sum(dim=1).max())
-    index = torch.sort(computed.to(torch.int8), dim=1, stable=True).indices[:, length - n_computed :]
-    compact_mask = computed.gather(1, index)
-    if mode == "text":
-        renumbered = (text.long().cumsum(-1) - 1).clamp(min=0).gather(1, index)
-        compact_positions = renumbered if position_ids.ndim == 2 else renumbered.expand(position_ids.shape[0], -1, -1)
-    else:
-        compact_positions = gather_positions(position_ids, index)
-
-    reused_layers = [(k[:, :, :prefix], v[:, :, :prefix]) for k, v in shared] if prefix else None
+    slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=shared is not None)
+    reused_layers = [(k[:, :, : slots.prefix], v[:, :, : slots.prefix]) for k, v in shared] if slots.prefix else None
     cache = DynamicCache(ddp_cache_data=reused_layers, config=model.config.get_text_config(decoder=True))
     hidden = model.model.language_model(
-        input_ids=input_ids.gather(1, index),
-        attention_mask=torch.cat([reused[:, :prefix], compact_mask], 1).long(),
-        position_ids=compact_positions,
+        input_ids=input_ids.gather(1, slots.index),
+        attention_mask=torch.cat([slots.reused[:, : slots.prefix], slots.computed], 1).long(),
+        position_ids=slots.positions,
         past_key_values=cache,
         use_cache=True,
     ).last_hidden_state
     logits = model.get_output_embeddings()(hidden[:, -1])
-
-    layers = []
-    keep = reused[:, None, :prefix, None]
-    for layer in cache.layers:
-        full_shape = (batch, layer.keys.shape[1], length, layer.keys.shape[-1])
-        target = index[:, None, :, None].expand(-1, full_shape[1], -1, full_shape[3])
-        full = []
-        for states in (layer.keys, layer.values):
-            laid_out = states.new_zeros(full_shape)
-            laid_out[:, :, :prefix] = states[:, :, :prefix] * keep  # reused slots; visual/padding ones stay 0
-            full.append(laid_out.scatter_(2, target, states[:, :, prefix:]))
-        layers.append(tuple(full))
-    offset = position_ids[..., -1] - compact_positions[..., -1]
-    return PriorPrefill(logits=logits, layers=layers, attends=text, position_offset=offset)
+    layers = [(layer.keys, layer.values) for layer in cache.layers]
+    return prior_prefill(slots, logits, layers, position_ids, computed_from=slots.prefix)
 
 
 def blank_encoder_outputs(model, architecture: Architecture, generate_kwargs: dict, expand_size: int) -> dict:

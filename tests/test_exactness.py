@@ -127,11 +127,43 @@ def test_prior_ignores_pixels_and_equals_masked_forward(tiny, model_type):
     assert not torch.allclose(prior_a.float(), full_logits(model, a, a["input_ids"], prior=False), atol=1e-2)
 
 
+def _language_model_calls(model, run):
+    """The keyword arguments of every language-model call made while `run()` runs, and its result."""
+    calls = []
+    hook = model.model.language_model.register_forward_pre_hook(
+        lambda module, args, kwargs: calls.append(kwargs), with_kwargs=True)
+    try:
+        return calls, run()
+    finally:
+        hook.remove()
+
+
+def _prior_kv_matches_masked_forward(model, inputs, out):
+    """The prior rows of the paired cache equal a brute-force masked forward's keys/values at every text slot."""
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    text = mask.bool() & ~visual_positions(model, ids)
+    positions = conditioned_positions(model, ids, mask, inputs)
+    pixels = {k: inputs[k] for k in PIXEL_KEYS if k in inputs}
+    with torch.no_grad():
+        masked = model(input_ids=ids, attention_mask=mask * ~visual_positions(model, ids), position_ids=positions,
+                       use_cache=True, **pixels)
+    n, length = ids.shape
+    for got, want in zip(out.past_key_values.layers, masked.past_key_values.layers):
+        for got_states, want_states in ((got.keys[n:, :, :length], want.keys), (got.values[n:, :, :length], want.values)):
+            torch.testing.assert_close(got_states.transpose(1, 2)[text], want_states.transpose(1, 2)[text], atol=1e-4, rtol=0)
+
+
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
-def test_prior_prefill_runs_only_the_text_after_the_video(tiny, model_type):
-    """Issue 7: the prior's only language-model call covers the text after each row's first visual token
-    (the text before it is copied from the conditioned pass), and the prior's KV-cache equals a brute-force
-    masked forward's at every text slot (left-padded batch)."""
+def test_prior_prefill_rides_in_the_conditioned_call(tiny, model_type, monkeypatch):
+    """Issue 7: the prefill is one language-model call on [prompt | text after each row's first visual token]
+    (the text before it is the conditioned pass's) whose every layer splits attention between the two, and
+    the prior's KV-cache equals a brute-force masked forward's at every text slot (left-padded batch)."""
+    from transformers import AttentionInterface
+
+    split = AttentionInterface._global_mapping["pnd_packed_sdpa"]
+    splits = []
+    monkeypatch.setitem(AttentionInterface._global_mapping, "pnd_packed_sdpa",
+                        lambda *args, **kwargs: splits.append(1) or split(*args, **kwargs))
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)
     ids, mask = inputs["input_ids"], inputs["attention_mask"]
@@ -139,30 +171,35 @@ def test_prior_prefill_runs_only_the_text_after_the_video(tiny, model_type):
     text = mask.bool() & ~visual
     after_video = text & (torch.arange(ids.shape[1]) > visual.int().argmax(1, keepdim=True))
     assert (text & ~after_video).any(1).all()  # every prompt has text before its video to reuse
-    calls = []
-    hook = model.model.language_model.register_forward_pre_hook(
-        lambda module, args, kwargs: calls.append(kwargs) if kwargs.get("input_ids") is not None else None,
-        with_kwargs=True,
-    )
-    try:
-        out = pnd.attach(model).generate(**inputs, max_new_tokens=1, do_sample=False, return_dict_in_generate=True,
-                                         logits_processor=[pnd.PriorNormalized(0.5)])
-    finally:
-        hook.remove()
-    assert len(calls) == 1
-    computed = calls[0]["input_ids"]
-    assert computed.shape[1] == int(after_video.sum(1).max())
+    calls, out = _language_model_calls(model, lambda: pnd.attach(model).generate(
+        **inputs, max_new_tokens=1, do_sample=False, return_dict_in_generate=True,
+        logits_processor=[pnd.PriorNormalized(0.5)]))
+    assert len(calls) == 1 and len(splits) == model.config.get_text_config(decoder=True).num_hidden_layers
+    embeds = calls[0]["inputs_embeds"]
+    assert embeds.shape[1] == ids.shape[1] + int(after_video.sum(1).max())
     for row in range(ids.shape[0]):
-        assert computed[row, -int(after_video[row].sum()) :].tolist() == ids[row, after_video[row]].tolist()
+        appended = embeds[row, embeds.shape[1] - int(after_video[row].sum()) :]
+        assert torch.equal(appended, model.get_input_embeddings()(ids[row, after_video[row]]))
+    _prior_kv_matches_masked_forward(model, inputs, out)
 
-    positions = conditioned_positions(model, ids, mask, inputs)
-    pixels = {k: inputs[k] for k in PIXEL_KEYS if k in inputs}
-    with torch.no_grad():
-        masked = model(input_ids=ids, attention_mask=mask * ~visual, position_ids=positions, use_cache=True, **pixels)
-    n = ids.shape[0]
-    for got, want in zip(out.past_key_values.layers, masked.past_key_values.layers):
-        for got_states, want_states in ((got.keys[n:], want.keys), (got.values[n:], want.values)):
-            torch.testing.assert_close(got_states.transpose(1, 2)[text], want_states.transpose(1, 2)[text], atol=1e-4, rtol=0)
+
+def test_eager_attention_runs_the_prior_in_its_own_call():
+    """Models without SDPA attention get the prior's prefill as a language-model call of its own; same results."""
+    from pnd.tiny import tiny_model
+
+    model, processor = tiny_model("llava_onevision")
+    model.set_attn_implementation("eager")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    length = inputs["input_ids"].shape[1]
+    calls, out = _language_model_calls(model, lambda: generate(model, inputs, alpha=0.7, min_new_tokens=STEPS))
+    assert len(calls) == STEPS + 1 and calls[0]["inputs_embeds"].shape[1] == length  # prompt, prior, STEPS - 1 steps
+    assert calls[1]["input_ids"].shape[1] < length
+    ref_tokens, ref_scores = greedy(model, inputs, 0.7, STEPS)
+    assert torch.equal(out.sequences[:, length:], ref_tokens)
+    for got, want in zip(out.scores, ref_scores):
+        finite = torch.isfinite(got)
+        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+    _prior_kv_matches_masked_forward(model, inputs, out)
 
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen2_5_vl"])

@@ -1,0 +1,79 @@
+"""Prefill cost of the prior, packed into the conditioned call or run as a call of its own, as ratios to plain.
+
+    .venv/bin/python benchmarks/bench_prefill.py [--size cpu] [--frames 32] [--repeats 7] [--threads 2] [--out FILE]
+
+pnd appends the prior's text tokens (the text after the video) to the conditioned prompt, so that one
+language-model call reads the weights once (`pnd/packed.py`). The other rows are the fallback for models
+without SDPA attention, the prior's own call: with the text before the video copied from the
+conditioned cache, and without that reuse. Plain `generate` and the variants produce one token each,
+interleaved; medians, and the range of the per-round ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import pnd
+import pnd.paired
+from bench_decode import build_model, generate, video_inputs
+from results import write_section
+
+
+def variants() -> dict:
+    """name -> (packs_prior, masked_prefill, processors) to run generate with."""
+    packs, own_call = pnd.paired.packs_prior, pnd.paired.masked_prefill
+    never = lambda *args: False  # noqa: E731
+    return {
+        "plain generate": (packs, own_call, []),
+        "pnd (prior packed into the conditioned call)": (packs, own_call, [pnd.PriorNormalized(0.5)]),
+        "pnd, prior in its own call": (never, own_call, [pnd.PriorNormalized(0.5)]),
+        "pnd, prior in its own call, no reuse": (never, lambda *a: own_call(*a[:5]), [pnd.PriorNormalized(0.5)]),
+    }
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", default="cpu")
+    parser.add_argument("--frames", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", help="write the result to this Markdown file (its prior-prefill section)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    model = pnd.attach(build_model("llava_onevision", args.size))
+    inputs, _ = video_inputs(model, args.size, args.frames)
+    runs = variants()
+    saved = pnd.paired.packs_prior, pnd.paired.masked_prefill
+    times = {name: [] for name in runs}
+    try:
+        for repeat in range(args.repeats + 1):
+            for name, (packs, own_call, processors) in runs.items():
+                pnd.paired.packs_prior, pnd.paired.masked_prefill = packs, own_call
+                start = time.perf_counter()
+                generate(model, inputs, processors, 1, do_sample=False)
+                if repeat:  # the first round is a warm-up
+                    times[name].append(time.perf_counter() - start)
+    finally:
+        pnd.paired.packs_prior, pnd.paired.masked_prefill = saved
+    plain = times["plain generate"]
+    lines = [f"CPU ({args.threads} threads), random LLaVA-OneVision ({args.size} shape), {inputs['input_ids'].shape[1]}-token "
+             f"prompt with a {args.frames}-frame video (14 text tokens before it, 24 after); one generated token; "
+             f"median of {args.repeats} interleaved rounds, and the lowest and highest ratio of a round.", "",
+             "| prefill | ms | ratio to plain | per-round range |", "|---|---|---|---|"]
+    for name, seconds in times.items():
+        ratios = [s / p for s, p in zip(seconds, plain)]
+        lines.append(f"| {name} | {statistics.median(seconds) * 1e3:.0f} | "
+                     f"{statistics.median(seconds) / statistics.median(plain):.3f}x | {min(ratios):.3f}-{max(ratios):.3f} |")
+    print("\n".join(lines))
+    if args.out:
+        write_section(Path(args.out), "Prior prefill: packed into the conditioned call, or its own call", "\n".join(lines))
+    return {name: statistics.median(seconds) for name, seconds in times.items()}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Packed prefill: the prior's text tokens ride along in the conditioned prompt's forward call.
+
+The prior's prefill computes only the text after the first visual token (`prior.prior_slots`). Run as
+a call of its own, those few tokens cost a second read of every weight. Here they are appended to the
+conditioned prompt instead, so that one forward call runs [prompt | prior tokens]: the weights are read
+once. Attention is split in two (`split_attention`): the prompt attends causally to itself exactly as in
+a plain forward (PyTorch's fast causal kernel when nothing is padded), and the prior tokens attend to the
+reused text before the video and to each other. Used for models whose language model runs SDPA
+attention; the others (eager, flash-attention) get the prior's own call (`prior.masked_prefill`).
+
+Example:
+    >>> from pnd.tiny import tiny_model
+    >>> model, _ = tiny_model("llava_onevision")
+    >>> packs_prior(model, {"logits_to_keep": 1})  # generate's first call on an SDPA model
+    True
+    >>> model.set_attn_implementation("eager")
+    >>> packs_prior(model, {"logits_to_keep": 1})  # the prior then gets a call of its own
+    False
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from .prior import prior_prefill, prior_slots
+
+_ATTENTION = "pnd_packed_sdpa"
+_PROMPT: ContextVar[tuple[int, bool]] = ContextVar("pnd_packed_prompt")  # (prompt length, prompt is unpadded)
+_PER_TOKEN_INPUTS = ("token_type_ids", "mm_token_type_ids")  # per-token metadata: 0 (text) for the prior tokens
+_OUTPUT_OPTIONS = ("output_hidden_states", "output_attentions")
+
+
+def split_attention(module, query, key, value, attention_mask, **kwargs):
+    """SDPA on a packed [prompt | prior tokens] sequence: the prompt part as a plain forward runs it
+    (causal kernel, no mask, when unpadded), the prior part with its rows of `attention_mask`."""
+    length, unpadded = _PROMPT.get()
+    prompt_mask = None if unpadded else attention_mask[:, :, :length, :length]
+    prompt, _ = sdpa_attention_forward(module, query[:, :, :length], key[:, :, :length], value[:, :, :length],
+                                       prompt_mask, **kwargs)
+    prior, _ = sdpa_attention_forward(module, query[:, :, length:], key, value, attention_mask[:, :, length:], **kwargs)
+    return torch.cat([prompt, prior], dim=1), None  # (batch, tokens, heads, dim)
+
+
+AttentionInterface.register(_ATTENTION, split_attention)
+
+
+def packs_prior(model, kwargs: dict) -> bool:
+    """Whether this prefill call can carry the prior's tokens: SDPA attention, and only the last logits asked for."""
+    return (model.config.get_text_config(decoder=True)._attn_implementation == "sdpa"
+            and kwargs.get("logits_to_keep") == 1 and not any(kwargs.get(k) for k in _OUTPUT_OPTIONS))
+
+
+def packed_prefill(model, forward, kwargs: dict, mode: str):
+    """Run `forward(**kwargs)` (generate's first call) with the prior's tokens appended to every row.
+
+    Returns the conditioned outputs as a plain call would return them (the cache trimmed to the prompt,
+    logits of the last prompt token) and the prior's `PriorPrefill`.
+    """
+    input_ids, position_ids, cache = kwargs["input_ids"], kwargs["position_ids"], kwargs["past_key_values"]
+    attention_mask = kwargs.get("attention_mask")
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    slots = prior_slots(model, input_ids, attention_mask, position_ids, mode)
+    length, extra = input_ids.shape[1], slots.index.shape[1]
+
+    packed = dict(kwargs)
+    prior_ids = input_ids.gather(1, slots.index).where(slots.computed, input_ids[:, -1:])  # padding: a text id
+    packed["input_ids"] = torch.cat([input_ids, prior_ids], 1)
+    for key in _PER_TOKEN_INPUTS:
+        if kwargs.get(key) is not None:
+            packed[key] = torch.cat([kwargs[key], kwargs[key].new_zeros(kwargs[key].shape[0], extra)], 1)
+    packed["position_ids"] = torch.cat([position_ids, slots.positions], -1)
+    packed["attention_mask"] = _packed_mask(attention_mask.bool(), slots)
+    packed["logits_to_keep"] = torch.tensor([length - 1, length + extra - 1], device=input_ids.device)
+    with _packed_attention(model, length, unpadded=bool(attention_mask.all())):
+        outputs = forward(**packed)
+
+    layers = []
+    for layer in cache.layers:
+        layers.append((layer.keys, layer.values))
+        layer.keys, layer.values = layer.keys[:, :, :length], layer.values[:, :, :length]
+    prior = prior_prefill(slots, outputs.logits[:, 1], layers, position_ids, computed_from=length)
+    outputs.logits = outputs.logits[:, :1]
+    return outputs, prior
+
+
+def _packed_mask(attended: torch.Tensor, slots) -> torch.Tensor:
+    """(batch, 1, L+P, L+P) bool, causal over [prompt | prior tokens] and their attended tokens, except that the
+    prior tokens see only the reused text of the prompt. Padding queries see themselves: no row is fully masked."""
+    keys = torch.cat([attended, slots.computed], 1)
+    total, length = keys.shape[1], attended.shape[1]
+    allowed = keys[:, None, :] & torch.ones(total, total, dtype=torch.bool, device=keys.device).tril()
+    allowed[:, length:, :length] = slots.reused[:, None, :]
+    allowed |= torch.eye(total, dtype=torch.bool, device=keys.device)
+    return allowed[:, None]
+
+
+@contextmanager
+def _packed_attention(model, length: int, unpadded: bool):
+    config = model.config.get_text_config(decoder=True)
+    token, saved = _PROMPT.set((length, unpadded)), config._attn_implementation
+    config._attn_implementation = _ATTENTION
+    try:
+        yield
+    finally:
+        config._attn_implementation = saved
+        _PROMPT.reset(token)
