@@ -6,7 +6,8 @@ conditioned prompt instead, so that one forward call runs [prompt | prior tokens
 once. Attention is split in two (`split_attention`): the prompt attends causally to itself exactly as in
 a plain forward (PyTorch's fast causal kernel when nothing is padded), and the prior tokens attend to the
 reused text before the video and to each other. Used for models whose language model runs SDPA
-attention; the others (eager, flash-attention) get the prior's own call (`prior.masked_prefill`).
+attention over the whole context; the others (eager, flash-attention, sliding-window attention) get
+the prior's own call (`prior.masked_prefill`).
 
 Example:
     >>> from pnd.tiny import tiny_model
@@ -50,8 +51,10 @@ AttentionInterface.register(_ATTENTION, split_attention)
 
 
 def packs_prior(model, kwargs: dict) -> bool:
-    """Whether this prefill call can carry the prior's tokens: SDPA attention, and only the last logits asked for."""
-    return (model.config.get_text_config(decoder=True)._attn_implementation == "sdpa"
+    """Whether this prefill call can carry the prior's tokens: SDPA attention over the whole context (no sliding
+    window), and only the last logits asked for."""
+    config = model.config.get_text_config(decoder=True)
+    return (config._attn_implementation == "sdpa" and getattr(config, "sliding_window", None) is None
             and kwargs.get("logits_to_keep") == 1 and not any(kwargs.get(k) for k in _OUTPUT_OPTIONS))
 
 

@@ -184,7 +184,8 @@ def test_prior_prefill_rides_in_the_conditioned_call(tiny, model_type, monkeypat
 
 
 def test_eager_attention_runs_the_prior_in_its_own_call():
-    """Models without SDPA attention get the prior's prefill as a language-model call of its own; same results."""
+    """Models without SDPA attention (or with a sliding window) get the prior's prefill as a language-model call
+    of its own; same results."""
     from pnd.tiny import tiny_model
 
     model, processor = tiny_model("llava_onevision")
@@ -200,6 +201,10 @@ def test_eager_attention_runs_the_prior_in_its_own_call():
         finite = torch.isfinite(got)
         torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
     _prior_kv_matches_masked_forward(model, inputs, out)
+    model.set_attn_implementation("sdpa")
+    assert pnd.packed.packs_prior(model, {"logits_to_keep": 1})
+    model.config.text_config.sliding_window = 4096  # the packed call's mask would drop the window
+    assert not pnd.packed.packs_prior(model, {"logits_to_keep": 1})
 
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen2_5_vl"])
