@@ -1,6 +1,9 @@
 """Prefill cost of the prior, packed into the conditioned call or run as a call of its own, as ratios to plain.
 
-    .venv/bin/python benchmarks/bench_prefill.py [--size cpu] [--frames 32] [--repeats 7] [--threads 2] [--out FILE]
+    .venv/bin/python benchmarks/bench_prefill.py [--arch llava_onevision] [--size cpu] [--device cpu]
+        [--dtype float32] [--frames 32] [--repeats 7] [--threads 2] [--out FILE]
+
+On a GPU: `--size 7b --device cuda --dtype bfloat16 [--arch qwen2_vl]`.
 
 pnd appends the prior's text tokens (the text after the video) to the conditioned prompt, so that one
 language-model call reads the weights once (`pnd/packed.py`). The other rows are the fallback for models
@@ -20,7 +23,7 @@ import torch
 
 import pnd
 import pnd.paired
-from bench_decode import build_model, generate, video_inputs
+from bench_decode import _sync, build_model, generate, hardware, video_inputs
 from results import write_section
 
 
@@ -38,14 +41,18 @@ def variants() -> dict:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arch", choices=["llava_onevision", "qwen2_vl"], default="llava_onevision")
     parser.add_argument("--size", default="cpu")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--frames", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", help="write the result to this Markdown file (its prior-prefill section)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    model = pnd.attach(build_model("llava_onevision", args.size))
+    device = torch.device(args.device)
+    model = pnd.attach(build_model(args.arch, args.size, device, getattr(torch, args.dtype)))
     inputs, _ = video_inputs(model, args.size, args.frames)
     runs = variants()
     saved = pnd.paired.packs_prior, pnd.paired.masked_prefill
@@ -54,14 +61,16 @@ def main(argv=None) -> dict:
         for repeat in range(args.repeats + 1):
             for name, (packs, own_call, processors) in runs.items():
                 pnd.paired.packs_prior, pnd.paired.masked_prefill = packs, own_call
+                _sync(device)
                 start = time.perf_counter()
                 generate(model, inputs, processors, 1, do_sample=False)
+                _sync(device)
                 if repeat:  # the first round is a warm-up
                     times[name].append(time.perf_counter() - start)
     finally:
         pnd.paired.packs_prior, pnd.paired.masked_prefill = saved
     plain = times["plain generate"]
-    lines = [f"CPU ({args.threads} threads), random LLaVA-OneVision ({args.size} shape), {inputs['input_ids'].shape[1]}-token "
+    lines = [f"{hardware(device)}, {args.dtype}, random {args.arch} ({args.size} shape), {inputs['input_ids'].shape[1]}-token "
              f"prompt with a {args.frames}-frame video (14 text tokens before it, 24 after); one generated token; "
              f"median of {args.repeats} interleaved rounds, and the lowest and highest ratio of a round.", "",
              "| prefill | ms | ratio to plain | per-round range |", "|---|---|---|---|"]
@@ -71,7 +80,8 @@ def main(argv=None) -> dict:
                      f"{statistics.median(seconds) / statistics.median(plain):.3f}x | {min(ratios):.3f}-{max(ratios):.3f} |")
     print("\n".join(lines))
     if args.out:
-        write_section(Path(args.out), "Prior prefill: packed into the conditioned call, or its own call", "\n".join(lines))
+        write_section(Path(args.out), f"Prior prefill: packed or its own call; {args.arch}, {args.size}, {hardware(device)}",
+                      "\n".join(lines))
     return {name: statistics.median(seconds) for name, seconds in times.items()}
 
 
