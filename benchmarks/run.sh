@@ -6,4 +6,5 @@ python=${PYTHON:-.venv/bin/python}
 "$python" -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[bench]"  # mitigv, the packaged peer
 "$python" benchmarks/bench_decode.py --out benchmarks/RESULTS.md
 "$python" benchmarks/bench_prefill.py --out benchmarks/RESULTS.md
+"$python" benchmarks/bench_prefill.py --arch qwen2_vl --out benchmarks/RESULTS.md
 "$python" benchmarks/bench_retrieval.py --out benchmarks/RESULTS.md
