@@ -27,6 +27,7 @@ from contextvars import ContextVar
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
 from .prior import prior_prefill, prior_slots
 
@@ -39,7 +40,10 @@ _OUTPUT_OPTIONS = ("output_hidden_states", "output_attentions")
 def split_attention(module, query, key, value, attention_mask, **kwargs):
     """SDPA on a packed [prompt | prior tokens] sequence: the prompt part as a plain forward runs it
     (causal kernel, no mask, when unpadded), the prior part with its rows of `attention_mask`."""
-    length, unpadded = _PROMPT.get()
+    packed = _PROMPT.get(None)
+    if packed is None:  # another thread's forward while this config is switched: plain SDPA
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    length, unpadded = packed
     prompt_mask = None if unpadded else attention_mask[:, :, :length, :length]
     prompt, _ = sdpa_attention_forward(module, query[:, :, :length], key[:, :, :length], value[:, :, :length],
                                        prompt_mask, **kwargs)
@@ -48,6 +52,7 @@ def split_attention(module, query, key, value, attention_mask, **kwargs):
 
 
 AttentionInterface.register(_ATTENTION, split_attention)
+AttentionMaskInterface.register(_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])  # masks as SDPA's outside the call
 
 
 def packs_prior(model, kwargs: dict) -> bool:

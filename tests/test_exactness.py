@@ -183,6 +183,23 @@ def test_prior_prefill_rides_in_the_conditioned_call(tiny, model_type, monkeypat
     _prior_kv_matches_masked_forward(model, inputs, out)
 
 
+def test_other_threads_run_plain_attention_during_a_packed_call(tiny):
+    """While one thread's packed prefill has the model's attention switched, another thread's forward on the same
+    model is a plain one (its own masks, plain SDPA)."""
+    import threading
+
+    model, processor = tiny("qwen2_vl")
+    inputs = tiny_inputs(processor, "qwen2_vl", PROMPTS)  # left-padded: needs its padding mask
+    with torch.no_grad():
+        want = model(**inputs).logits
+        got = {}
+        with pnd.packed._packed_attention(model, length=3, unpadded=True):
+            thread = threading.Thread(target=lambda: got.update(logits=model(**inputs).logits))
+            thread.start()
+            thread.join()
+    torch.testing.assert_close(got["logits"], want, atol=1e-5, rtol=0)
+
+
 def test_eager_attention_runs_the_prior_in_its_own_call():
     """Models without SDPA attention (or with a sliding window) get the prior's prefill as a language-model call
     of its own; same results."""
