@@ -121,7 +121,8 @@ def lay_out_prior(slots: PriorSlots, states: torch.Tensor, computed_from: int) -
     batch, length = slots.text.shape
     laid_out = states.new_zeros(batch, states.shape[1], length, states.shape[-1])
     target = slots.index[:, None, :, None].expand(-1, states.shape[1], -1, states.shape[-1])
-    laid_out.scatter_(2, target, states[:, :, computed_from:] * slots.computed[:, None, :, None])  # padding: zeros
+    computed = states[:, :, computed_from:].where(slots.computed[:, None, :, None], 0)  # padding entries: zeros
+    laid_out.scatter_(2, target, computed)
     # after the scatter: a row's padding entries point at slots it does not compute, reused ones among them
     reused = slots.reused[:, None, : slots.prefix, None]
     laid_out[:, :, : slots.prefix] = torch.where(reused, states[:, :, : slots.prefix], laid_out[:, :, : slots.prefix])
