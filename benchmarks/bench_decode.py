@@ -200,12 +200,12 @@ class StepClock(LogitsProcessor):
         self.device, self.times = device, []
 
     def __call__(self, input_ids, scores):
-        _sync(self.device)
+        sync(self.device)
         self.times.append(time.perf_counter())
         return scores
 
 
-def _sync(device):
+def sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize()
 
@@ -235,7 +235,7 @@ def measure_all(runs: dict, device, repeats: int, prefill_repeats: int = 3) -> d
 
     def attempt(name: str, tokens: int, record: bool = True) -> None:
         clock = StepClock(device)
-        _sync(device)
+        sync(device)
         start = time.perf_counter()
         try:
             runs[name][0](tokens, clock)

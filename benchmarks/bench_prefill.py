@@ -23,7 +23,7 @@ import torch
 
 import pnd
 import pnd.paired
-from bench_decode import _sync, build_model, generate, hardware, video_inputs
+from bench_decode import build_model, generate, hardware, sync, video_inputs
 from results import write_section
 
 
@@ -61,10 +61,10 @@ def main(argv=None) -> dict:
         for repeat in range(args.repeats + 1):
             for name, (packs, own_call, processors) in runs.items():
                 pnd.paired.packs_prior, pnd.paired.masked_prefill = packs, own_call
-                _sync(device)
+                sync(device)
                 start = time.perf_counter()
                 generate(model, inputs, processors, 1, do_sample=False)
-                _sync(device)
+                sync(device)
                 if repeat:  # the first round is a warm-up
                     times[name].append(time.perf_counter() - start)
     finally:

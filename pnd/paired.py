@@ -156,11 +156,11 @@ def _prefill(model, attachment, generation, cache, kwargs):
     if kwargs.get("position_ids") is None:
         raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
     mode = generation.processor.prior
-    if generation.blank_outputs is None and packs_prior(model, kwargs):
-        outputs, prior = packed_prefill(model, attachment.forward, kwargs, mode)
-    elif generation.blank_outputs is not None:
+    if generation.blank_outputs is not None:
         outputs = attachment.forward(**kwargs)
         prior = blank_prefill(model, attachment.forward, kwargs, generation.blank_outputs)
+    elif packs_prior(model, kwargs):
+        outputs, prior = packed_prefill(model, attachment.forward, kwargs, mode)
     else:
         outputs = attachment.forward(**kwargs)
         shared = [(layer.keys, layer.values) for layer in cache.layers]

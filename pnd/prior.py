@@ -60,9 +60,9 @@ def default_position_ids(model, input_ids: torch.Tensor, attention_mask: torch.T
             base.rope_deltas = saved_rope_deltas
 
 
-def text_slots(architecture: Architecture, config, input_ids: torch.Tensor, attention_mask: torch.Tensor):
-    """Mask of the attended text tokens (what the prior sees), with the errors DESIGN.md §3.7 asks for."""
-    visual = architecture.visual_mask(config, input_ids)
+def text_slots(visual: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Mask of the attended text tokens (what the prior sees) from the visual-token mask, with the errors
+    DESIGN.md §3.7 asks for."""
     if not bool(visual.any(dim=1).all()):
         rows = (~visual.any(dim=1)).nonzero().flatten().tolist()
         raise ValueError(
@@ -98,10 +98,10 @@ def prior_slots(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, po
     With `reuse`, the text before a row's first visual token is not computed: it sees the same tokens at
     the same positions in both passes, so its keys/values are the conditioned pass's.
     """
-    architecture = architecture_for(model)
     length = input_ids.shape[1]
-    text = text_slots(architecture, model.config, input_ids, attention_mask)
-    first_visual = architecture.visual_mask(model.config, input_ids).int().argmax(dim=1, keepdim=True)
+    visual = architecture_for(model).visual_mask(model.config, input_ids)
+    text = text_slots(visual, attention_mask)
+    first_visual = visual.int().argmax(dim=1, keepdim=True)
     reused = text & (torch.arange(length, device=input_ids.device) < first_visual) if reuse else torch.zeros_like(text)
     computed = text & ~reused
     n_computed = int(computed.sum(dim=1).max())
