@@ -35,6 +35,7 @@ import math
 import re
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -224,14 +225,32 @@ def peak_memory(run, device) -> float:
     return int(re.search(r"VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1)) / 1024
 
 
+@dataclass(frozen=True)
+class Measured:
+    """One method's timings: seconds to the first step's scores, median seconds per step, peak memory (MB)."""
+
+    prefill: float
+    token: float
+    peak: float
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A method that raised on this model (a peer that breaks is a result too)."""
+
+    error: str
+
+
 def measure_all(runs: dict, device, repeats: int, prefill_repeats: int = 3) -> dict:
     """Time every method of `runs` ({name: (run, tokens)}) round-robin, so that drifts of the machine hit all alike.
 
     Per token: the median time between steps over `repeats` runs; prefill: the time to the first step's
-    scores, best of those and `prefill_repeats` more 1-token runs; peak memory of one more run. A method
-    that raises gets the error as its result (a peer that breaks on this model is a result too).
+    scores, best of those and `prefill_repeats` more 1-token runs; peak memory of one more run. Returns
+    {name: Measured or Failed}.
     """
-    results = {name: {"prefill": math.inf, "steps": []} for name in runs}
+    prefill = {name: math.inf for name in runs}
+    steps: dict[str, list[float]] = {name: [] for name in runs}
+    failed: dict[str, Failed] = {}
 
     def attempt(name: str, tokens: int, record: bool = True) -> None:
         clock = StepClock(device)
@@ -240,23 +259,21 @@ def measure_all(runs: dict, device, repeats: int, prefill_repeats: int = 3) -> d
         try:
             runs[name][0](tokens, clock)
         except Exception as error:
-            results[name] = f"fails: {type(error).__name__}: {str(error).splitlines()[0][:80]}"
+            failed[name] = Failed(f"{type(error).__name__}: {str(error).splitlines()[0][:80]}")
             return
         if record:
-            results[name]["prefill"] = min(results[name]["prefill"], clock.times[0] - start)
-            results[name]["steps"] += [later - earlier for earlier, later in zip(clock.times, clock.times[1:])]
+            prefill[name] = min(prefill[name], clock.times[0] - start)
+            steps[name] += [later - earlier for earlier, later in zip(clock.times, clock.times[1:])]
 
     for name in runs:
         attempt(name, 2, record=False)  # warm-up
     for i in range(repeats + prefill_repeats):
         for name, (_, tokens) in runs.items():
-            if isinstance(results[name], dict):
+            if name not in failed:
                 attempt(name, tokens if i < repeats else 1)
-    for name, (run, tokens) in runs.items():
-        if isinstance(results[name], dict):
-            results[name] = {"prefill": results[name]["prefill"], "token": statistics.median(results[name]["steps"]),
-                             "peak": peak_memory(lambda: run(tokens, StepClock(device)), device)}
-    return results
+    return {name: failed.get(name) or Measured(prefill[name], statistics.median(steps[name]),
+                                               peak_memory(lambda: run(tokens, StepClock(device)), device))
+            for name, (run, tokens) in runs.items()}
 
 
 def check_tokens(model, inputs, tokens: int) -> None:
@@ -305,7 +322,7 @@ def modes(model, args, device) -> list[tuple[str, int, dict, dict]]:
                     "pnd": lambda n, clock: generate(model, inputs, [pnd.PriorNormalized(ALPHA)], n, clock, **kwargs)}
             measured = measure_all({name: (run, args.modes_tokens) for name, run in runs.items()}, device, args.repeats)
             rows.append((mode, batch, measured))
-            print(mode, batch, {name: f"{m['token'] / measured['plain']['token']:.2f}x" for name, m in measured.items()},
+            print(mode, batch, {name: f"{m.token / measured['plain'].token:.2f}x" for name, m in measured.items()},
                   flush=True)
     return rows
 
@@ -332,12 +349,12 @@ def report(model, inputs, args, device, peer_rows, mode_rows) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for name, m in peer_rows:
-        if isinstance(m, str):
-            lines.append(f"| {name} | {m} | | | | | |")
+        if isinstance(m, Failed):
+            lines.append(f"| {name} | fails: {m.error} | | | | | |")
             continue
-        lines.append(f"| {name} | {m['prefill'] * 1e3:.1f} | {m['prefill'] / base['prefill']:.2f}x | "
-                     f"{m['token'] * 1e3:.1f} | {m['token'] / base['token']:.2f}x | {m['peak']:.0f} | "
-                     f"{m['peak'] / base['peak']:.2f}x |")
+        lines.append(f"| {name} | {m.prefill * 1e3:.1f} | {m.prefill / base.prefill:.2f}x | "
+                     f"{m.token * 1e3:.1f} | {m.token / base.token:.2f}x | {m.peak:.0f} | "
+                     f"{m.peak / base.peak:.2f}x |")
     if mode_rows:
         lines += ["", f"pnd against plain `generate` by decoding mode ({args.modes_frames}-frame video, "
                   f"{args.modes_tokens} new tokens; batch 8 = 8 prompts of different lengths, left-padded):", "",
@@ -345,9 +362,9 @@ def report(model, inputs, args, device, peer_rows, mode_rows) -> str:
                   "plain on 2x rows, per-token ratio | pnd peak-memory ratio |", "|---|---|---|---|---|---|---|---|"]
         for mode, batch, m in mode_rows:
             plain, doubled, ours = m["plain"], m["plain, 2 rows"], m["pnd"]
-            lines.append(f"| {mode} | {batch} | {plain['prefill'] * 1e3:.1f} | {ours['prefill'] / plain['prefill']:.2f}x"
-                         f" | {plain['token'] * 1e3:.1f} | {ours['token'] / plain['token']:.2f}x | "
-                         f"{doubled['token'] / plain['token']:.2f}x | {ours['peak'] / plain['peak']:.2f}x |")
+            lines.append(f"| {mode} | {batch} | {plain.prefill * 1e3:.1f} | {ours.prefill / plain.prefill:.2f}x"
+                         f" | {plain.token * 1e3:.1f} | {ours.token / plain.token:.2f}x | "
+                         f"{doubled.token / plain.token:.2f}x | {ours.peak / plain.peak:.2f}x |")
     return "\n".join(lines)
 
 

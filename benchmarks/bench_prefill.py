@@ -22,20 +22,17 @@ from pathlib import Path
 import torch
 
 import pnd
-import pnd.paired
 from bench_decode import build_model, generate, hardware, sync, video_inputs
 from results import write_section
 
 
 def variants() -> dict:
-    """name -> (packs_prior, masked_prefill, processors) to run generate with."""
-    packs, own_call = pnd.paired.packs_prior, pnd.paired.masked_prefill
-    never = lambda *args: False  # noqa: E731
+    """name -> (the `pnd.attach` prefill strategy, processors) to run generate with."""
     return {
-        "plain generate": (packs, own_call, []),
-        "pnd (prior packed into the conditioned call)": (packs, own_call, [pnd.PriorNormalized(0.5)]),
-        "pnd, prior in its own call": (never, own_call, [pnd.PriorNormalized(0.5)]),
-        "pnd, prior in its own call, no reuse": (never, lambda *a: own_call(*a[:5]), [pnd.PriorNormalized(0.5)]),
+        "plain generate": ("auto", []),
+        "pnd (prior packed into the conditioned call)": ("auto", [pnd.PriorNormalized(0.5)]),
+        "pnd, prior in its own call": ("own_call", [pnd.PriorNormalized(0.5)]),
+        "pnd, prior in its own call, no reuse": ("own_call_no_reuse", [pnd.PriorNormalized(0.5)]),
     }
 
 
@@ -52,23 +49,20 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    model = pnd.attach(build_model(args.arch, args.size, device, getattr(torch, args.dtype)))
+    model = build_model(args.arch, args.size, device, getattr(torch, args.dtype))
     inputs, _ = video_inputs(model, args.size, args.frames)
     runs = variants()
-    saved = pnd.paired.packs_prior, pnd.paired.masked_prefill
     times = {name: [] for name in runs}
-    try:
-        for repeat in range(args.repeats + 1):
-            for name, (packs, own_call, processors) in runs.items():
-                pnd.paired.packs_prior, pnd.paired.masked_prefill = packs, own_call
-                sync(device)
-                start = time.perf_counter()
-                generate(model, inputs, processors, 1, do_sample=False)
-                sync(device)
-                if repeat:  # the first round is a warm-up
-                    times[name].append(time.perf_counter() - start)
-    finally:
-        pnd.paired.packs_prior, pnd.paired.masked_prefill = saved
+    for repeat in range(args.repeats + 1):
+        for name, (prefill, processors) in runs.items():
+            pnd.detach(model)
+            pnd.attach(model, prefill=prefill)
+            sync(device)
+            start = time.perf_counter()
+            generate(model, inputs, processors, 1, do_sample=False)
+            sync(device)
+            if repeat:  # the first round is a warm-up
+                times[name].append(time.perf_counter() - start)
     plain = times["plain generate"]
     lines = [f"{hardware(device)}, {args.dtype}, random {args.arch} ({args.size} shape), {inputs['input_ids'].shape[1]}-token "
              f"prompt with a {args.frames}-frame video (14 text tokens before it, 24 after); one generated token; "

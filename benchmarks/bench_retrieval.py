@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 import pnd
-from pnd.tiny import random_video, tiny_model
+from pnd.testing import random_video, tiny_model
 from results import write_section
 
 ALPHA = 0.9

@@ -14,7 +14,7 @@ import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
 import pnd
-from pnd.tiny import random_video, tiny_model
+from pnd.testing import random_video, tiny_model
 
 with tempfile.TemporaryDirectory() as folder:
     tiny, tiny_processor = tiny_model("llava_onevision")

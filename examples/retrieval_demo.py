@@ -13,7 +13,8 @@ import torch
 
 import pnd
 from pnd.ranking import retrieval_metrics
-from pnd.synthetic import COLOURS, caption, make_clip, train_colour_model
+from pnd.demo.colours import COLOURS, colour_caption, make_clip
+from pnd.demo.training import train_colour_model
 
 
 def run(alphas=(0.0, 0.25, 0.5, 0.75, 1.0), per_colour=25, noise=0.95, seed=0):
@@ -23,7 +24,7 @@ def run(alphas=(0.0, 0.25, 0.5, 0.75, 1.0), per_colour=25, noise=0.95, seed=0):
     names = list(COLOURS)
     videos = [make_clip(c, generator, noise) for c in names for _ in range(per_colour)]
     targets = torch.arange(len(names)).repeat_interleave(per_colour)
-    parts = pnd.CaptionScorer(model, processor, reduction="sum").score(videos, [caption(c) for c in names],
+    parts = pnd.CaptionScorer(model, processor, reduction="sum").score(videos, [colour_caption(c) for c in names],
                                                                         return_parts=True)
     results = {}
     for alpha in alphas:

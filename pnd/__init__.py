@@ -9,7 +9,7 @@ from .architectures import supported_model_types
 from .paired import attach, detach
 from .prior import prior_logits
 from .scoring import CaptionScorer, ScoreParts
-from .processor import PriorNormalized
+from .logits_processor import PriorNormalized
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["CaptionScorer", "PriorNormalized", "ScoreParts", "attach", "detach", "prior_logits", "supported_model_types", "__version__"]

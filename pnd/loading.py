@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from .architectures import architecture_for
+from .extras import require
 
 
 def load_model(name_or_path: str, device: str = "cpu", dtype: str = "auto", load_in_4bit: bool = False,
@@ -26,6 +27,7 @@ def load_model(name_or_path: str, device: str = "cpu", dtype: str = "auto", load
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     if load_in_4bit or load_in_8bit:
+        require("bitsandbytes", "quant")
         kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=load_in_4bit, load_in_8bit=load_in_8bit)
         device_map = device_map or device
     if device_map:

@@ -10,7 +10,7 @@ attention over the whole context; the others (eager, flash-attention, sliding-wi
 the prior's own call (`prior.masked_prefill`).
 
 Example:
-    >>> from pnd.tiny import tiny_model
+    >>> from pnd.testing import tiny_model
     >>> model, _ = tiny_model("llava_onevision")
     >>> packs_prior(model, {"logits_to_keep": 1})  # generate's first call on an SDPA model
     True
@@ -25,11 +25,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 import torch
-from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
-
-from .prior import prior_prefill, prior_slots
+from ._compat import attention_implementation, register_sdpa_attention, sdpa_attention_forward, set_attention_implementation
+from .prior import assemble_prefill, prior_slots
 
 _ATTENTION = "pnd_packed_sdpa"
 _PROMPT: ContextVar[tuple[int, bool]] = ContextVar("pnd_packed_prompt")  # (prompt length, prompt is unpadded)
@@ -51,15 +48,14 @@ def split_attention(module, query, key, value, attention_mask, **kwargs):
     return torch.cat([prompt, prior], dim=1), None  # (batch, tokens, heads, dim)
 
 
-AttentionInterface.register(_ATTENTION, split_attention)
-AttentionMaskInterface.register(_ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])  # masks as SDPA's outside the call
+register_sdpa_attention(_ATTENTION, split_attention)  # with SDPA's own masks outside the packed call
 
 
 def packs_prior(model, kwargs: dict) -> bool:
     """Whether this prefill call can carry the prior's tokens: SDPA attention over the whole context (no sliding
     window), and only the last logits asked for."""
     config = model.config.get_text_config(decoder=True)
-    return (config._attn_implementation == "sdpa" and getattr(config, "sliding_window", None) is None
+    return (attention_implementation(config) == "sdpa" and getattr(config, "sliding_window", None) is None
             and kwargs.get("logits_to_keep") == 1 and not any(kwargs.get(k) for k in _OUTPUT_OPTIONS))
 
 
@@ -92,7 +88,7 @@ def packed_prefill(model, forward, kwargs: dict, mode: str):
     for layer in cache.layers:
         layers.append((layer.keys, layer.values))
         layer.keys, layer.values = layer.keys[:, :, :length], layer.values[:, :, :length]
-    prior = prior_prefill(slots, outputs.logits[:, 1], layers, position_ids, computed_from=length)
+    prior = assemble_prefill(slots, outputs.logits[:, 1], layers, position_ids, computed_from=length)
     outputs.logits = outputs.logits[:, :1]
     return outputs, prior
 
@@ -111,10 +107,10 @@ def _packed_mask(attended: torch.Tensor, slots) -> torch.Tensor:
 @contextmanager
 def _packed_attention(model, length: int, unpadded: bool):
     config = model.config.get_text_config(decoder=True)
-    token, saved = _PROMPT.set((length, unpadded)), config._attn_implementation
-    config._attn_implementation = _ATTENTION
+    token, saved = _PROMPT.set((length, unpadded)), attention_implementation(config)
+    set_attention_implementation(config, _ATTENTION)
     try:
         yield
     finally:
-        config._attn_implementation = saved
+        set_attention_implementation(config, saved)
         _PROMPT.reset(token)

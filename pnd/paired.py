@@ -8,7 +8,7 @@ prior logits go to the processor.
 
 Example:
     >>> import pnd
-    >>> from pnd.tiny import tiny_model, tiny_inputs
+    >>> from pnd.testing import tiny_model, tiny_inputs
     >>> model, processor = tiny_model("llava_onevision")
     >>> _ = pnd.attach(model)
     >>> out = model.generate(**tiny_inputs(processor, "llava_onevision"), max_new_tokens=4,
@@ -24,14 +24,16 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ._compat import generation_config
 from .architectures import Architecture, architecture_for
 from .cache import PairedCache
 from .packed import packed_prefill, packs_prior
 from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
-from .processor import PriorNormalized
+from .logits_processor import PriorNormalized
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
 _UNSUPPORTED_GENERATE_ARGS = ("assistant_model", "prompt_lookup_num_tokens", "negative_prompt_ids")
+PREFILL_STRATEGIES = ("auto", "own_call", "own_call_no_reuse")
 
 
 @dataclass
@@ -42,6 +44,7 @@ class Attachment:
     forward: Callable
     generate: Callable
     replaced: dict  # instance attributes that attach shadowed (e.g. accelerate's forward hook), to restore
+    prefill: str = "auto"  # one of PREFILL_STRATEGIES
     generation: "Generation | None" = None
 
 
@@ -49,7 +52,7 @@ class Attachment:
 class Generation:
     """State of one `generate` call with a PriorNormalized processor."""
 
-    processor: PriorNormalized
+    normalizer: PriorNormalized
     scores_are_logprobs: bool  # beam search hands processors log-probabilities, greedy/sampling raw logits
     blank_outputs: dict | None = None  # vision-tower outputs of blank frames, for prior="blank"
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
@@ -67,12 +70,28 @@ class Generation:
         return self.pending.pop()
 
 
-def attach(model):
-    """Make `model.generate` honour `PriorNormalized` processors; returns the model. Idempotent."""
+def attach(model, prefill: str = "auto"):
+    """Make `model.generate` honour `PriorNormalized` processors. Idempotent.
+
+    Args:
+        model: a supported Hugging Face vision-language model (`pnd.supported_model_types()`).
+        prefill: how the prior's prefill runs. "auto" (default): packed into the conditioned prompt's call
+            where the model runs SDPA attention without a sliding window, else a language-model call of its
+            own; "own_call": always its own call; "own_call_no_reuse": its own call that also recomputes the
+            text before the video (the benchmarks' baseline). All three give the same results.
+
+    Returns:
+        The model, attached.
+    """
+    if prefill not in PREFILL_STRATEGIES:
+        raise ValueError(f"prefill must be one of {', '.join(map(repr, PREFILL_STRATEGIES))}, got {prefill!r}.")
     if hasattr(model, "_pnd"):
+        if model._pnd.prefill != prefill:
+            raise ValueError(f"The model is already attached with prefill={model._pnd.prefill!r}: call "
+                             f"pnd.detach(model) first to attach it with prefill={prefill!r}.")
         return model
     replaced = {name: vars(model)[name] for name in ("forward", "generate") if name in vars(model)}
-    attachment = Attachment(architecture_for(model), model.forward, model.generate, replaced)
+    attachment = Attachment(architecture_for(model), model.forward, model.generate, replaced, prefill)
 
     @functools.wraps(attachment.forward)
     def forward(*args, **kwargs):
@@ -107,9 +126,9 @@ def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwa
     for name in _UNSUPPORTED_GENERATE_ARGS:
         if kwargs.get(name) is not None:
             raise ValueError(f"PriorNormalized does not support generate(..., {name}=...): remove it.")
-    config, _ = model._prepare_generation_config(kwargs.get("generation_config"), **_without(kwargs, "generation_config"))
-    processor = normalizers[0]
-    needs_prior = processor.alpha > 0
+    config = generation_config(model, kwargs)
+    normalizer = normalizers[0]
+    needs_prior = normalizer.alpha > 0
     if needs_prior:
         if config.use_cache is False or config.cache_implementation not in (None, "dynamic"):
             raise ValueError(
@@ -119,21 +138,17 @@ def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwa
         if kwargs.get("past_key_values") is not None:
             raise ValueError("PriorNormalized creates its own KV-cache: do not pass past_key_values to generate.")
         kwargs["past_key_values"] = PairedCache(config=model.config.get_text_config(decoder=True))
-    generation = Generation(processor, scores_are_logprobs=config.num_beams > 1)
-    if needs_prior and processor.prior == "blank":
+    generation = Generation(normalizer, scores_are_logprobs=config.num_beams > 1)
+    if needs_prior and normalizer.prior == "blank":
         expand_size = max(config.num_beams, config.num_return_sequences)
         generation.blank_outputs = blank_encoder_outputs(model, attachment.architecture, kwargs, expand_size)
     attachment.generation = generation if needs_prior else None
-    processor._generation = generation
+    normalizer._generation = generation
     try:
         return attachment.generate(*args, logits_processor=logits_processor, **kwargs)
     finally:
         attachment.generation = None
-        processor._generation = None
-
-
-def _without(mapping: dict, key: str) -> dict:
-    return {k: v for k, v in mapping.items() if k != key}
+        normalizer._generation = None
 
 
 def _paired_forward(model, attachment: Attachment, *args, **kwargs):
@@ -155,15 +170,16 @@ def _prefill(model, attachment, generation, cache, kwargs):
         raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")
     if kwargs.get("position_ids") is None:
         raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
-    mode = generation.processor.prior
+    mode = generation.normalizer.prior
     if generation.blank_outputs is not None:
         outputs = attachment.forward(**kwargs)
         prior = blank_prefill(model, attachment.forward, kwargs, generation.blank_outputs)
-    elif packs_prior(model, kwargs):
+    elif attachment.prefill == "auto" and packs_prior(model, kwargs):
         outputs, prior = packed_prefill(model, attachment.forward, kwargs, mode)
     else:
         outputs = attachment.forward(**kwargs)
-        shared = [(layer.keys, layer.values) for layer in cache.layers]
+        reuse = attachment.prefill != "own_call_no_reuse"
+        shared = [(layer.keys, layer.values) for layer in cache.layers] if reuse else None
         prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
                                shared)
     cache.add_prior(prior)

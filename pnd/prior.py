@@ -7,7 +7,7 @@ token is the same in both passes: its keys/values are copied from the conditione
 
 Example:
     >>> import pnd, torch
-    >>> from pnd.tiny import tiny_model, tiny_inputs
+    >>> from pnd.testing import tiny_model, tiny_inputs
     >>> model, processor = tiny_model("llava_onevision")
     >>> inputs = tiny_inputs(processor, "llava_onevision")
     >>> pnd.prior_logits(model, **inputs).shape[0]
@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
 
+from ._compat import cache_from_layers, encode_visual_inputs, position_ids_for_generation
 from .architectures import Architecture, architecture_for
 
 
@@ -54,7 +54,7 @@ def default_position_ids(model, input_ids: torch.Tensor, attention_mask: torch.T
     base = model.model
     saved_rope_deltas = getattr(base, "rope_deltas", None)  # Qwen2-VL keeps shared state here: restore it
     try:
-        return model._prepare_position_ids_for_generation(input_ids, model_kwargs)
+        return position_ids_for_generation(model, input_ids, model_kwargs)
     finally:
         if hasattr(base, "rope_deltas"):
             base.rope_deltas = saved_rope_deltas
@@ -129,7 +129,7 @@ def lay_out_prior(slots: PriorSlots, states: torch.Tensor, computed_from: int) -
     return laid_out
 
 
-def prior_prefill(slots: PriorSlots, logits: torch.Tensor, layers, position_ids: torch.Tensor,
+def assemble_prefill(slots: PriorSlots, logits: torch.Tensor, layers, position_ids: torch.Tensor,
                   computed_from: int) -> PriorPrefill:
     """The `PriorPrefill` of per-layer (keys, values) laid out by `lay_out_prior`."""
     laid_out = [tuple(lay_out_prior(slots, states, computed_from) for states in layer) for layer in layers]
@@ -154,7 +154,7 @@ def masked_prefill(
         attention_mask = torch.ones_like(input_ids)
     slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=shared is not None)
     reused_layers = [(k[:, :, : slots.prefix], v[:, :, : slots.prefix]) for k, v in shared] if slots.prefix else None
-    cache = DynamicCache(ddp_cache_data=reused_layers, config=model.config.get_text_config(decoder=True))
+    cache = cache_from_layers(model.config.get_text_config(decoder=True), reused_layers)
     hidden = model.model.language_model(
         input_ids=input_ids.gather(1, slots.index),
         attention_mask=torch.cat([slots.reused[:, : slots.prefix], slots.computed], 1).long(),
@@ -164,7 +164,7 @@ def masked_prefill(
     ).last_hidden_state
     logits = model.get_output_embeddings()(hidden[:, -1])
     layers = [(layer.keys, layer.values) for layer in cache.layers]
-    return prior_prefill(slots, logits, layers, position_ids, computed_from=slots.prefix)
+    return assemble_prefill(slots, logits, layers, position_ids, computed_from=slots.prefix)
 
 
 def blank_encoder_outputs(model, architecture: Architecture, generate_kwargs: dict, expand_size: int) -> dict:
@@ -172,15 +172,12 @@ def blank_encoder_outputs(model, architecture: Architecture, generate_kwargs: di
     blank = {k: torch.zeros_like(generate_kwargs[k]) for k in architecture.pixel_keys if generate_kwargs.get(k) is not None}
     if not blank:
         raise ValueError("prior='blank' needs the pixel inputs (pixel_values / pixel_values_videos) in generate(...).")
-    encoded = model._prepare_multimodal_encoder_kwargs_for_generation({**generate_kwargs, **blank})["mm_encoder_outputs"]
-    if expand_size > 1:
-        encoded = model._expand_multimodal_outputs(generate_kwargs["input_ids"], encoded, expand_size=expand_size)
-    return encoded
+    return encode_visual_inputs(model, {**generate_kwargs, **blank}, expand_size)
 
 
 def blank_prefill(model, forward, prefill_kwargs: dict, blank_outputs: dict) -> PriorPrefill:
     """Prefill the prior rows through the whole model with blank frames in place of the real ones."""
-    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+    cache = cache_from_layers(model.config.get_text_config(decoder=True))
     outputs = forward(**{**prefill_kwargs, "mm_encoder_outputs": blank_outputs, "past_key_values": cache})
     input_ids, attention_mask = prefill_kwargs["input_ids"], prefill_kwargs.get("attention_mask")
     attends = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()

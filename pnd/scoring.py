@@ -9,7 +9,7 @@ you built yourself (the lmms-eval model's `loglikelihood` uses it).
 
 Example:
     >>> import pnd
-    >>> from pnd.tiny import tiny_model, random_video
+    >>> from pnd.testing import tiny_model, random_video
     >>> model, processor = tiny_model("llava_onevision")
     >>> scorer = pnd.CaptionScorer(model, processor, alpha=0.9)
     >>> scorer.score([random_video(0), random_video(1)], ["a red circle", "a blue square"]).shape
@@ -23,30 +23,25 @@ from typing import NamedTuple
 
 import torch
 from tqdm.auto import tqdm
-from transformers import DynamicCache
 
+from ._compat import cache_from_layers
 from .architectures import architecture_for
-from .caption import video_prompt
+from .prompts import video_prompt
 from .prior import default_position_ids, masked_prefill
-from .processor import check_alpha_and_prior
+from .logits_processor import check_alpha_and_prior
 from .video import read_video
 
 
 class ScoringInputs(dict):
     """Model inputs of one (video, caption) pair, usable as `model(**inputs)`, and the caption's span.
 
-    `inputs.caption_span` (also `inputs["caption_span"]`, which is not passed on by `**inputs`) is
-    `(start, end)`: the scored tokens are `input_ids[0, start:end]`, predicted at positions start-1..end-2.
+    The dict holds model inputs only; the span is the attribute `inputs.caption_span`, `(start, end)`: the
+    scored tokens are `input_ids[0, start:end]`, predicted at positions start-1..end-2.
     """
 
     def __init__(self, inputs: dict, caption_span: tuple[int, int]):
         super().__init__(inputs)
         self.caption_span = caption_span
-
-    def __missing__(self, key):
-        if key == "caption_span":
-            return self.caption_span
-        raise KeyError(key)
 
 
 class ScoreParts(NamedTuple):
@@ -162,7 +157,7 @@ class CaptionScorer:
     def _conditioned_prefix(self, inputs: dict) -> "Prefix":
         model = self.model
         positions = default_position_ids(model, **inputs)
-        cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+        cache = cache_from_layers(model.config.get_text_config(decoder=True))
         out = model(**inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
         layers = [(layer.keys, layer.values) for layer in cache.layers]
         return Prefix(inputs["input_ids"], positions, layers, inputs["attention_mask"].bool(), out.logits[:, -1],
@@ -206,8 +201,8 @@ class CaptionScorer:
         mask = torch.zeros(n, longest, dtype=torch.long, device=device)
         for i, t in enumerate(chunk):  # right-padded: padding comes after every real token
             ids[i, : len(t)], mask[i, : len(t)] = torch.tensor(t), 1
-        cache = DynamicCache(ddp_cache_data=[(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in prefix.layers],
-                             config=self.model.config.get_text_config(decoder=True))
+        cache = cache_from_layers(self.model.config.get_text_config(decoder=True),
+                                  [(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in prefix.layers])
         steps = torch.arange(longest, device=device)
         positions = (prefix.next_positions + steps).expand(*prefix.next_positions.shape[:-2], n, longest)
         logits = self.model(

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .extras import require
+
 VIDEO_SUFFIXES = (".mp4", ".webm", ".avi", ".mkv", ".mov", ".gif", ".m4v")
 FRAME_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 
@@ -54,7 +56,7 @@ def read_video(path: str | Path, frames: int = 8) -> torch.Tensor:
 
 
 def _decode(path: Path) -> list[np.ndarray]:
-    import av
+    av = require("av", "video")
 
     with av.open(str(path)) as container:
         if not container.streams.video:
@@ -74,7 +76,7 @@ _LOSSLESS = {".mp4": ("libx264rgb", "rgb24", {"crf": "0"}), ".webm": ("libvpx-vp
 
 def write_video(path: str | Path, frames: torch.Tensor, fps: int = 8) -> None:
     """Save uint8 (frames, 3, H, W) losslessly as .mp4 or .webm with PyAV; `read_video` gives them back."""
-    import av
+    av = require("av", "video")
 
     path = Path(path)
     if path.suffix not in _LOSSLESS:

@@ -3,7 +3,7 @@ import functools
 import pytest
 import torch
 
-from pnd.tiny import tiny_model
+from pnd.testing import tiny_model
 
 torch.set_num_threads(2)
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from pnd.tiny import tiny_model
+from pnd.testing import tiny_model
 
 from test_video import write_mp4
 

@@ -13,7 +13,7 @@ import torch
 
 import pnd
 from pnd.demo import load_demo_model
-from pnd.moving import make_moving_clip
+from pnd.demo.moving import make_moving_clip
 from pnd.video import read_video, write_video
 
 SCRIPT = pathlib.Path(sys.executable).with_name("pnd")

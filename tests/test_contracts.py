@@ -8,7 +8,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor, StoppingCriteria
 
 import pnd
-from pnd.tiny import tiny_inputs
+from pnd.testing import tiny_inputs
 
 from reference import full_logits, greedy, normalized_scores
 
@@ -204,7 +204,7 @@ def test_prompt_without_visual_tokens(tiny):
 
 def test_prompt_ending_with_visual_token(tiny):
     model, processor = tiny("llava_onevision")
-    from pnd.tiny import random_video
+    from pnd.testing import random_video
     inputs = processor(text=["Look: <video>"], videos=[random_video(0)], return_tensors="pt")
     pnd.attach(model)
     with pytest.raises(ValueError, match="ends with a visual token"):

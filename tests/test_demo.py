@@ -12,7 +12,7 @@ import torch
 
 import pnd
 from pnd.demo import ALPHAS, ATTRIBUTES, evaluate, load_demo_model, prior_shares
-from pnd.moving import PLANTED
+from pnd.demo.moving import PLANTED
 from pnd.video import list_videos, read_video
 
 SCRIPT = pathlib.Path(sys.executable).with_name("pnd")

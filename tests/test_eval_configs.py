@@ -54,7 +54,7 @@ def test_config_runs_a_registered_task_with_pnds_model(path, registered_tasks, c
     from lmms_eval.models import get_model
     from lmms_eval.utils import simple_parse_args_string
 
-    from pnd.lmms_eval_model import PndHf
+    from pnd.integrations.lmms_eval import PndHf
 
     parameters = set(inspect.signature(PndHf.__init__).parameters) - {"self", "unknown"}
     for run in entries(path):

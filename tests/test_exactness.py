@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import pnd
-from pnd.tiny import TINY_ARCHITECTURES, tiny_inputs
+from pnd.testing import TINY_ARCHITECTURES, tiny_inputs
 
 from reference import PIXEL_KEYS, conditioned_positions, forced_scores, full_logits, greedy, visual_positions
 
@@ -203,7 +203,7 @@ def test_other_threads_run_plain_attention_during_a_packed_call(tiny):
 def test_eager_attention_runs_the_prior_in_its_own_call():
     """Models without SDPA attention (or with a sliding window) get the prior's prefill as a language-model call
     of its own; same results."""
-    from pnd.tiny import tiny_model
+    from pnd.testing import tiny_model
 
     model, processor = tiny_model("llava_onevision")
     model.set_attn_implementation("eager")
@@ -234,7 +234,7 @@ def test_image_prompts_match_brute_force(tiny, model_type):
 
 
 def test_videos_of_different_lengths_in_one_batch(tiny):
-    from pnd.tiny import random_video
+    from pnd.testing import random_video
 
     model, processor = tiny("qwen2_vl")
     texts = [processor.apply_chat_template([{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": t}]}],
@@ -250,7 +250,7 @@ def test_videos_of_different_lengths_in_one_batch(tiny):
 def test_llava_next_video_matches_brute_force():
     from transformers import LlavaNextVideoConfig, LlavaNextVideoForConditionalGeneration
 
-    from pnd.tiny import _scale_attention, tiny_tokenizer
+    from pnd.testing import _scale_attention, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["<image>", "<video>"])
     config = LlavaNextVideoConfig(

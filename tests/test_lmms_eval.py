@@ -172,7 +172,7 @@ def test_two_processes_under_accelerate_give_the_single_process_results(root, pn
 
 
 def test_bad_model_args_say_what_to_do(root):
-    from pnd.lmms_eval_model import PndHf, PndQwen2VL
+    from pnd.integrations.lmms_eval import PndHf, PndQwen2VL
 
     path = str(root / "model")
     with pytest.raises(ValueError, match="takes qwen2_vl/qwen2_5_vl checkpoints.*Use --model pnd_hf"):
@@ -189,7 +189,7 @@ def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(m
     import lmms_eval.evaluator as evaluator
     from lmms_eval.api.instance import unwrap_generation_output
 
-    from pnd.lmms_eval_model import _keep_loglikelihood_pairs
+    from pnd.integrations.lmms_eval import _keep_loglikelihood_pairs
 
     monkeypatch.setattr(evaluator, "unwrap_generation_output", unwrap_generation_output)
     assert unwrap_generation_output((1.5, False))[0] == "(1.5, False)"  # lmms-eval 0.7.3's bug (DESIGN.md §7)
@@ -203,8 +203,8 @@ def test_pnd_qwen2_vl_in_process_equals_the_reference(tmp_path):
     """The same class on a Qwen2-VL checkpoint (M-RoPE positions), called as lmms-eval calls it."""
     from types import SimpleNamespace
 
-    from pnd.lmms_eval_model import PndQwen2VL
-    from pnd.tiny import tiny_model
+    from pnd.integrations.lmms_eval import PndQwen2VL
+    from pnd.testing import tiny_model
 
     model, processor = tiny_model("qwen2_vl")
     model.save_pretrained(tmp_path / "model")

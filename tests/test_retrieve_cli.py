@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pnd.ranking import retrieval_metrics
-from pnd.tiny import tiny_model
+from pnd.testing import tiny_model
 
 from test_video import write_mp4
 

@@ -5,7 +5,7 @@ import torch
 from transformers import LogitsProcessor
 
 import pnd
-from pnd.tiny import random_video
+from pnd.testing import random_video
 
 from reference import conditioned_positions, visual_positions
 
@@ -16,7 +16,8 @@ VIDEOS = [random_video(0), random_video(1), random_video(2)]
 @torch.no_grad()
 def teacher_forced(model, inputs, prior):
     """Summed log-probability of the caption span: one plain forward (conditioned, or visual-masked)."""
-    start, end = inputs["caption_span"]
+    start, end = inputs.caption_span
+    assert "caption_span" not in inputs and inputs.get("caption_span") is None  # model inputs only
     if prior:
         ids, mask = inputs["input_ids"], inputs["attention_mask"]
         positions = conditioned_positions(model, ids, mask, inputs)

@@ -3,7 +3,7 @@
     .venv/bin/python tools/train_demo_model.py [--steps 1500] [--seed 0] [--out pnd/demo_model]
 
 Saves the model and its processor with `save_pretrained` into --out, writes the sample videos into
-pnd/demo_videos, and prints the SHA-256 of the weights so that two runs can be compared.
+pnd/demo/videos, and prints the SHA-256 of the weights so that two runs can be compared.
 """
 
 import argparse
@@ -14,7 +14,8 @@ from pathlib import Path
 import torch
 
 from pnd.demo import SAMPLE_VIDEOS
-from pnd.moving import FRAMES, make_moving_clip, train_demo_model
+from pnd.demo.moving import FRAMES, make_moving_clip
+from pnd.demo.training import train_demo_model
 from pnd.video import write_video
 
 # (colour, size, motion, file suffix): none is the planted small red square, so plain decoding tends to be wrong
@@ -27,7 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=str(Path(__file__).parents[1] / "pnd" / "demo_model"))
+    parser.add_argument("--out", default=str(Path(__file__).parents[1] / "pnd" / "demo" / "model"))
     args = parser.parse_args()
     torch.set_num_threads(1)  # one thread: the same float reductions on every machine size
     start = time.time()

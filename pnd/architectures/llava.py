@@ -4,7 +4,7 @@ Visual tokens are the expanded `<image>` / `<video>` placeholders (newline slots
 processor expands them as the same placeholder token).
 """
 
-from . import Architecture, register
+from .registry import Architecture, register
 
 LLAVA = register(
     Architecture(

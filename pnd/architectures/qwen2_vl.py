@@ -5,7 +5,7 @@ gives the prior rows exactly the same ones. `<|vision_start|>` / `<|vision_end|>
 template, not from the processor's expansion, and stay visible to the prior.
 """
 
-from . import Architecture, register
+from .registry import Architecture, register
 
 QWEN2_VL = register(
     Architecture(

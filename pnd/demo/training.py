@@ -1,50 +1,54 @@
-"""Synthetic coloured-clip data with a planted language prior, and a tiny model trained on it offline.
+"""Training the demo models offline on CPU: a tiny LLaVA-OneVision that learns a planted caption prior.
 
-The training captions say "a {colour} video"; one colour is far more frequent than the others (the
-planted prior) and part of the clips are drowned in noise, so a model trained on them answers the
-frequent colour when the pixels are ambiguous: exactly the bias prior normalization removes.
+`train_demo_model` trains the bundled demo model on the moving-squares task (`pnd.demo.moving`, run by
+`tools/train_demo_model.py`); `train_colour_model` the retrieval demo's model on the colour task
+(`pnd.demo.colours`, `examples/retrieval_demo.py`). Both go through `train_captioner`.
 
 Example:
-    >>> from pnd.synthetic import COLOURS, make_clip
-    >>> import torch
-    >>> make_clip("red", torch.Generator().manual_seed(0), noise=0.5).shape
-    torch.Size([4, 3, 32, 32])
+    >>> from pnd.demo.training import train_colour_model
+    >>> model, processor = train_colour_model(steps=1)
+    >>> model.training
+    False
 """
 
 from __future__ import annotations
 
 import torch
 
-COLOURS = {"red": (220, 40, 40), "blue": (40, 60, 220), "green": (40, 200, 60), "yellow": (230, 220, 40)}
-PLANTED = "red"
+from ..prompts import video_prompt
+from ..testing import tiny_model
+from .colours import COLOURS, PLANTED, colour_caption, make_clip, planted_weights
+from .moving import PLANTED as MOVING_PLANTED
+from .moving import SIZES, make_moving_clip, moving_caption
 
 
-def make_clip(colour: str, generator: torch.Generator, noise: float, frames: int = 4, size: int = 32) -> torch.Tensor:
-    """A (frames, 3, size, size) uint8 clip: the colour blended with uniform noise (noise in [0, 1])."""
-    base = torch.tensor(COLOURS[colour], dtype=torch.float32).view(1, 3, 1, 1).expand(frames, 3, size, size)
-    return with_noise(base, generator, noise)
+def train_demo_model(steps: int = 1500, seed: int = 0, planted_share: float = 0.7, batch: int = 32,
+                     progress: bool = False):
+    """(model, processor): the bundled demo model, a tiny LLaVA-OneVision trained on moving squares.
 
+    Colour and size are drawn independently, each the planted one with probability `planted_share`
+    and uniform over the others otherwise; the noise level of each clip is uniform in [0, 1].
+    """
+    torch.manual_seed(seed)
+    model, processor = tiny_model("llava_onevision", seed=seed, sharpen=1.0)
+    weights = {k: planted_weights(list(names), p, planted_share) for k, names, p in zip("cs", (COLOURS, SIZES), MOVING_PLANTED)}
 
-def with_noise(clean: torch.Tensor, generator: torch.Generator, noise: float) -> torch.Tensor:
-    """`clean` (float pixel values) blended with uniform noise in [0, 255] (noise in [0, 1]), as uint8."""
-    random = torch.rand(clean.shape, generator=generator) * 255
-    return (clean * (1 - noise) + random * noise).round().clamp(0, 255).to(torch.uint8)
+    def pick(kind: str, names, generator) -> list[str]:
+        return [list(names)[i] for i in torch.multinomial(weights[kind], batch, replacement=True, generator=generator)]
 
+    def draw(generator):
+        colours, sizes = pick("c", COLOURS, generator), pick("s", SIZES, generator)
+        clips = [make_moving_clip(c, s, generator, float(torch.rand((), generator=generator)))
+                 for c, s in zip(colours, sizes)]
+        return clips, [moving_caption(c, s) for c, s in zip(colours, sizes)]
 
-def caption(colour: str) -> str:
-    return f"a {colour} video"
-
-
-def planted_weights(names: list[str], planted: str, share: float) -> torch.Tensor:
-    """Sampling weights: `share` for the planted name, the rest split evenly over the others."""
-    return torch.tensor([share if n == planted else (1 - share) / (len(names) - 1) for n in names])
+    generator = torch.Generator().manual_seed(seed)
+    return train_captioner(model, processor, draw, steps, generator, progress=progress), processor
 
 
 def train_colour_model(steps: int = 300, seed: int = 0, planted_share: float = 0.7, batch: int = 32,
                        condition_dropout: float = 0.2):
     """(model, processor): a tiny LLaVA-OneVision trained to caption clips, with `planted_share` of red."""
-    from .tiny import tiny_model
-
     torch.manual_seed(seed)
     model, processor = tiny_model("llava_onevision", seed=seed, sharpen=1.0)
     names = list(COLOURS)
@@ -53,7 +57,7 @@ def train_colour_model(steps: int = 300, seed: int = 0, planted_share: float = 0
     def draw(generator):
         picks = [names[i] for i in torch.multinomial(weights, batch, replacement=True, generator=generator)]
         clips = [make_clip(c, generator, float(torch.rand((), generator=generator))) for c in picks]
-        return clips, [caption(c) for c in picks]
+        return clips, [colour_caption(c) for c in picks]
 
     return train_captioner(model, processor, draw, steps, torch.Generator().manual_seed(seed),
                            condition_dropout=condition_dropout), processor
@@ -69,8 +73,6 @@ def train_captioner(model, processor, draw, steps: int, generator: torch.Generat
     unconditional branch. `progress` shows a bar with the loss.
     """
     from tqdm.auto import trange
-
-    from .caption import video_prompt
 
     prompt = video_prompt(processor, prompt)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)

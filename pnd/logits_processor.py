@@ -6,7 +6,7 @@ The prior logits come from the paired forward that `pnd.attach(model)` installs.
 
 Example:
     >>> import pnd
-    >>> from pnd.tiny import tiny_model, tiny_inputs
+    >>> from pnd.testing import tiny_model, tiny_inputs
     >>> model, processor = tiny_model("qwen2_vl")
     >>> _ = pnd.attach(model)
     >>> out = model.generate(**tiny_inputs(processor, "qwen2_vl"), max_new_tokens=4, do_sample=False,

@@ -22,15 +22,17 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator
-from lmms_eval.api.model import lmms
 from tqdm.auto import tqdm
 from transformers import AutoConfig
 
-from .loading import load_model
-from .paired import attach
-from .processor import PriorNormalized
-from .scoring import CaptionScorer
-from .video import read_video
+from ..extras import require
+from ..loading import load_model
+from ..logits_processor import PriorNormalized
+from ..paired import attach
+from ..scoring import CaptionScorer
+from ..video import read_video
+
+lmms = require("lmms_eval.api.model", "eval").lmms
 
 
 class PndHf(lmms):
@@ -55,7 +57,7 @@ class PndHf(lmms):
         super().__init__()
         name = type(self).__name__
         if unknown:
-            raise TypeError(f"{name}: unknown model_args {sorted(unknown)}. See help(pnd.lmms_eval_model.PndHf).")
+            raise TypeError(f"{name}: unknown model_args {sorted(unknown)}. See help(pnd.integrations.lmms_eval.PndHf).")
         if str(batch_size) != "1":
             raise ValueError(f"{name} scores one document at a time: use --batch_size 1 (and accelerate launch for "
                              f"data parallelism), got {batch_size!r}.")
@@ -177,7 +179,7 @@ def _keep_loglikelihood_pairs() -> None:
     """Let `(loss, is_greedy)` results reach lmms-eval's multiple_choice scoring unchanged.
 
     lmms-eval 0.7.3's evaluator passes every result through `unwrap_generation_output`, which turns a
-    `(float, bool)` pair into a string, so every multiple_choice task crashes (DESIGN.md §7). This wraps
+    `(float, bool)` pair into a string, so every multiple_choice task crashes (lmms-eval 0.7.3). This wraps
     that function for the running process; it does nothing where lmms-eval already keeps the pairs.
     """
     import lmms_eval.evaluator as evaluator

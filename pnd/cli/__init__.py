@@ -14,7 +14,8 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import __version__, supported_model_types
+    from .. import __version__
+    from ..architectures import supported_model_types
 
     parser = argparse.ArgumentParser(prog="pnd", description="Prior-normalized decoding for video/image LLMs.")
     parser.add_argument("--version", action="version", version=f"pnd {__version__}")

@@ -10,14 +10,9 @@ same command again after an interruption only captions the rest. A video that ca
 on stderr, left out of --out (a re-run retries it) and makes the exit status 1.
 
 Example:
-    >>> import pnd
-    >>> from pnd.caption import generate_captions
-    >>> from pnd.demo import load_demo_model
-    >>> from pnd.video import read_video
-    >>> model, processor = load_demo_model()
-    >>> video = read_video(pnd.demo.SAMPLE_VIDEOS / "medium_blue_square_moves_right.mp4", frames=8)
-    >>> generate_captions(pnd.attach(model), processor, [video], alpha=0.5)  # doctest: +SKIP
-    ['a small blue square moves across']
+    >>> from pnd.cli import main
+    >>> main(["caption", "clip.mp4", "--alpha", "0.5", "--out", "captions.jsonl"])  # doctest: +SKIP
+    0
 """
 
 from __future__ import annotations
@@ -28,32 +23,9 @@ from pathlib import Path
 
 import torch
 
-from .processor import PriorNormalized
-from .video import VideoReadError, list_videos, read_video
-
-
-def video_prompt(processor, instruction: str, modality: str = "video") -> str:
-    """The chat prompt for one video (or image) followed by `instruction`, ready for the assistant's answer."""
-    return processor.apply_chat_template(
-        [{"role": "user", "content": [{"type": modality}, {"type": "text", "text": instruction}]}],
-        add_generation_prompt=True,
-    )
-
-
-@torch.no_grad()
-def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float | None,
-                      prompt: str = "Describe the video.", plausibility: float | None = None,
-                      max_new_tokens: int = 32) -> list[str]:
-    """Greedy captions of a batch of videos (frames as `pnd.video.read_video` gives them).
-
-    `alpha=None` decodes plainly (no logits processor); otherwise with `PriorNormalized(alpha,
-    plausibility=plausibility)`, which needs `pnd.attach(model)` first.
-    """
-    inputs = processor(text=[video_prompt(processor, prompt)] * len(videos), videos=list(videos),
-                       return_tensors="pt", padding=True).to(model.device)
-    processors = [] if alpha is None else [PriorNormalized(alpha, plausibility=plausibility)]
-    out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, logits_processor=processors)
-    return [c.strip() for c in processor.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)]
+from ..captioning import generate_captions
+from ..logits_processor import PriorNormalized
+from ..video import VideoReadError, list_videos, read_video
 
 
 def add_arguments(parser) -> None:
@@ -94,9 +66,9 @@ def finished_videos(out: Path) -> set[Path]:
 def run(args) -> int:
     from tqdm.auto import tqdm
 
-    from . import attach
-    from .demo import DEMO_MODEL
-    from .loading import load_model
+    from ..demo import DEMO_MODEL
+    from ..loading import load_model
+    from ..paired import attach
 
     try:
         PriorNormalized(args.alpha, plausibility=args.plausibility)  # bad values fail before the model loads

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import torch
 
-from .ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics
-from .video import VideoReadError, list_videos, read_video
+from ..extras import pyplot
+from ..ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics
+from ..video import VideoReadError, list_videos, read_video
 
 
 def add_arguments(parser) -> None:
@@ -58,8 +59,8 @@ def load_first_stage(path: str) -> torch.Tensor:
 
 
 def run(args) -> int:
-    from .loading import load_model
-    from .scoring import CaptionScorer
+    from ..loading import load_model
+    from ..scoring import CaptionScorer
 
     captions, caption_videos = read_captions(Path(args.captions))
     paths, videos, failed = list_videos(args.videos), [], []
@@ -150,10 +151,7 @@ def markdown_table(title: str, rows: list[tuple[str, dict]]) -> str:
 
 
 def plot(matrices: dict, caption_lengths: list[int], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     for ax, key, title in zip(axes, ("conditional", "normalized"), ("log P(t|v)", "log P(t|v) - alpha log P(t)")):

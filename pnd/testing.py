@@ -1,9 +1,9 @@
 """Tiny random-weight models of the real supported architectures, built offline from configs.
 
-Used by the tests, the benchmarks and the quickstart example: no hub, no downloads.
+For tests (pnd's and yours), benchmarks, docstring examples and the quickstart: no hub, no downloads.
 
 Example:
-    >>> from pnd.tiny import tiny_model
+    >>> from pnd.testing import tiny_model
     >>> model, processor = tiny_model("llava_onevision")
     >>> model.config.model_type
     'llava_onevision'
@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
+
+from .prompts import video_prompt
 
 _CORPUS = (
     "a red circle moves left. a blue square moves right. a green triangle moves up. "
@@ -204,8 +206,6 @@ def random_video(seed: int, frames: int = 4, size: int = 56) -> torch.Tensor:
 
 def tiny_inputs(processor, model_type: str, prompts=("Describe the video.",), seed: int = 0, image: bool = False):
     """Processor outputs for one visual input per prompt (video, or image for LLaVA-1.5 / image=True)."""
-    from .caption import video_prompt
-
     kind = "image" if image or model_type not in VIDEO_ARCHITECTURES else "video"
     texts = [video_prompt(processor, prompt, kind) for prompt in prompts]
     visuals = [random_video(seed + i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]

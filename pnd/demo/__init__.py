@@ -1,12 +1,10 @@
-"""`pnd demo`: what prior normalization does, measured offline on the bundled demo model.
+"""The bundled demo: what prior normalization does, measured offline on a tiny trained model (`pnd demo`).
 
-    pnd demo [--out pnd_demo.png] [--per-pair 8] [--noise 0.85]
-
-The bundled model (`pnd/demo_model`, trained by `tools/train_demo_model.py`) captions clips of a
+The bundled model (`pnd/demo/model`, trained by `tools/train_demo_model.py`) captions clips of a
 moving coloured square, "a {size} {colour} square moves across". Its training captions say "red" and
 "small" 70% of the time each, and many training clips are drowned in noise, so on unclear clips it
 answers "small red". The demo prints plain and normalized captions of the sample videos
-(`pnd/demo_videos`), the caption prior pnd measures, and the balanced accuracy (mean per-class recall)
+(`pnd/demo/videos`), the caption prior pnd measures, and the balanced accuracy (mean per-class recall)
 of the colour and size words over a test set uniform over colours x sizes, for each alpha; it saves
 a plot of that table.
 
@@ -23,8 +21,10 @@ from pathlib import Path
 
 import torch
 
-DEMO_MODEL = Path(__file__).with_name("demo_model")
-SAMPLE_VIDEOS = Path(__file__).with_name("demo_videos")
+from ..extras import pyplot
+
+DEMO_MODEL = Path(__file__).with_name("model")
+SAMPLE_VIDEOS = Path(__file__).with_name("videos")
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 ATTRIBUTES = ("colour", "size")
 PLAUSIBILITY = 0.1
@@ -33,7 +33,7 @@ SAMPLE_ALPHAS = (0.5, 1.0)
 
 def load_demo_model():
     """(model, processor) of the bundled demo model."""
-    from .loading import load_model
+    from ..loading import load_model
 
     return load_model(str(DEMO_MODEL))
 
@@ -47,8 +47,8 @@ def balanced_accuracy(truth: list[str], predicted: list) -> float:
 
 def uniform_test_set(per_pair: int, noise: float, seed: int = 1000) -> tuple[list[torch.Tensor], list[tuple[str, str]]]:
     """Clips uniform over colours x sizes, `per_pair` of each pair, all at the same noise level."""
+    from .colours import COLOURS
     from .moving import SIZES, make_moving_clip
-    from .synthetic import COLOURS
 
     generator = torch.Generator().manual_seed(seed)
     pairs = [pair for pair in itertools.product(COLOURS, SIZES) for _ in range(per_pair)]
@@ -62,7 +62,7 @@ def evaluate(model, processor, alphas=ALPHAS, per_pair: int = 8, noise: float = 
     alpha 0 is plain decoding; the others use `PriorNormalized(alpha, plausibility=plausibility)`.
     `model` must be attached (`pnd.attach`).
     """
-    from .caption import generate_captions
+    from ..captioning import generate_captions
     from .moving import attributes
 
     clips, pairs = uniform_test_set(per_pair, noise)
@@ -77,14 +77,14 @@ def evaluate(model, processor, alphas=ALPHAS, per_pair: int = 8, noise: float = 
 
 def prior_shares(model, processor) -> dict[str, dict[str, float]]:
     """The caption prior P(t) pnd measures over all captions, summed per colour and per size."""
-    from .moving import SIZES, caption
-    from .scoring import CaptionScorer
-    from .synthetic import COLOURS
-    from .tiny import random_video
+    from ..scoring import CaptionScorer
+    from ..testing import random_video
+    from .colours import COLOURS
+    from .moving import SIZES, moving_caption
 
     pairs = list(itertools.product(COLOURS, SIZES))
     scorer = CaptionScorer(model, processor, reduction="sum")
-    prior = scorer.score([random_video(0, frames=8, size=32)], [caption(c, m) for c, m in pairs],
+    prior = scorer.score([random_video(0, frames=8, size=32)], [moving_caption(c, m) for c, m in pairs],
                          return_parts=True).prior[0].softmax(0)
     return {kind: {name: float(sum(p for (c, m), p in zip(pairs, prior) if (c, m)[k] == name)) for name in names}
             for k, (kind, names) in enumerate(zip(ATTRIBUTES, (COLOURS, SIZES)))}
@@ -97,10 +97,7 @@ def markdown(table: dict[float, dict[str, float]]) -> str:
 
 
 def plot(table: dict[float, dict[str, float]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for attribute in ATTRIBUTES:
@@ -110,37 +107,3 @@ def plot(table: dict[float, dict[str, float]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--out", default="pnd_demo.png", help="where to save the plot (default pnd_demo.png)")
-    parser.add_argument("--per-pair", type=int, default=8, help="test clips per colour x size pair (default 8)")
-    parser.add_argument("--noise", type=float, default=0.85, help="noise level of the test clips, 0-1 (default 0.85)")
-
-
-def run(args) -> int:
-    from . import attach
-    from .caption import generate_captions
-    from .moving import FRAMES
-    from .video import list_videos, read_video
-
-    model, processor = load_demo_model()
-    attach(model)
-    paths = list_videos([SAMPLE_VIDEOS])
-    videos = [read_video(p, FRAMES) for p in paths]
-    columns = [generate_captions(model, processor, videos, None)]
-    columns += [generate_captions(model, processor, videos, a, plausibility=PLAUSIBILITY) for a in SAMPLE_ALPHAS]
-    print(f"Sample videos ({SAMPLE_VIDEOS}):\n\n| video | plain | "
-          + " | ".join(f"normalized (alpha {a})" for a in SAMPLE_ALPHAS) + " |\n|---|---|---|---|")
-    for path, *captions in zip(paths, *columns):
-        print(f"| {path.name} | " + " | ".join(captions) + " |")
-    shares = prior_shares(model, processor)
-    print("\nCaption prior P(t) measured by pnd, summed per attribute:")
-    for kind, values in shares.items():
-        print(f"  {kind}: " + ", ".join(f"{name} {share:.2f}" for name, share in values.items()))
-    table = evaluate(model, processor, per_pair=args.per_pair, noise=args.noise)
-    print(f"\nTest set uniform over 4 colours x 3 sizes ({12 * args.per_pair} clips, noise {args.noise}), "
-          f"greedy captions, plausibility {PLAUSIBILITY} with alpha > 0:\n\n{markdown(table)}")
-    plot(table, Path(args.out))
-    print(f"\nSaved the plot to {args.out}")
-    return 0

@@ -1,0 +1,64 @@
+"""Every private transformers API pnd relies on, in one place, with the versions it was checked against.
+
+A transformers upgrade that renames one of these breaks only this module, and `tests/test_compat.py`
+(which checks that each one exists with the arguments pnd passes) says which.
+
+Example:
+    >>> from pnd._compat import TRANSFORMERS_CHECKED
+    >>> TRANSFORMERS_CHECKED
+    '>=5.23,<5.24'
+"""
+
+from __future__ import annotations
+
+from transformers import AttentionInterface, DynamicCache
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+TRANSFORMERS_CHECKED = ">=5.23,<5.24"  # the releases these calls were read and tested against
+
+__all__ = ["TRANSFORMERS_CHECKED", "attention_implementation", "cache_from_layers", "encode_visual_inputs",
+           "generation_config", "position_ids_for_generation", "register_sdpa_attention", "sdpa_attention_forward",
+           "set_attention_implementation"]
+
+
+def generation_config(model, kwargs: dict):
+    """The GenerationConfig that `model.generate(**kwargs)` will use (`_prepare_generation_config`)."""
+    rest = {k: v for k, v in kwargs.items() if k != "generation_config"}
+    config, _ = model._prepare_generation_config(kwargs.get("generation_config"), **rest)
+    return config
+
+
+def position_ids_for_generation(model, input_ids, model_kwargs: dict):
+    """The position ids `generate` gives the first forward (`_prepare_position_ids_for_generation`)."""
+    return model._prepare_position_ids_for_generation(input_ids, model_kwargs)
+
+
+def encode_visual_inputs(model, generate_kwargs: dict, expand_size: int = 1):
+    """The vision tower's outputs as `generate` computes and expands them before the first forward
+    (`_prepare_multimodal_encoder_kwargs_for_generation`, `_expand_multimodal_outputs`)."""
+    encoded = model._prepare_multimodal_encoder_kwargs_for_generation(generate_kwargs)["mm_encoder_outputs"]
+    if expand_size > 1:
+        encoded = model._expand_multimodal_outputs(generate_kwargs["input_ids"], encoded, expand_size=expand_size)
+    return encoded
+
+
+def cache_from_layers(config, layers=None) -> DynamicCache:
+    """A DynamicCache holding per-layer (keys, values) (`ddp_cache_data`), for the text config `config`."""
+    return DynamicCache(ddp_cache_data=layers, config=config)
+
+
+def attention_implementation(config) -> str:
+    """The attention implementation a (text) config runs (`_attn_implementation`)."""
+    return config._attn_implementation
+
+
+def set_attention_implementation(config, name: str) -> None:
+    """Switch a (text) config's attention implementation in place, without reloading (`_attn_implementation`)."""
+    config._attn_implementation = name
+
+
+def register_sdpa_attention(name: str, function) -> None:
+    """Register `function` as attention implementation `name`, with SDPA's own attention masks."""
+    AttentionInterface.register(name, function)
+    AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])

@@ -1,0 +1,46 @@
+"""`pnd demo`: what prior normalization does, measured offline on the bundled demo model.
+
+    pnd demo [--out pnd_demo.png] [--per-pair 8] [--noise 0.85]
+
+Prints plain and normalized captions of the sample videos, the caption prior pnd measures, and the
+balanced accuracy of the colour and size words per alpha on a uniform test set (`pnd.demo`); saves the plot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..captioning import generate_captions
+from ..demo import PLAUSIBILITY, SAMPLE_ALPHAS, SAMPLE_VIDEOS, evaluate, load_demo_model, markdown, plot, prior_shares
+from ..demo.moving import FRAMES
+from ..paired import attach
+from ..video import list_videos, read_video
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--out", default="pnd_demo.png", help="where to save the plot (default pnd_demo.png)")
+    parser.add_argument("--per-pair", type=int, default=8, help="test clips per colour x size pair (default 8)")
+    parser.add_argument("--noise", type=float, default=0.85, help="noise level of the test clips, 0-1 (default 0.85)")
+
+
+def run(args) -> int:
+    model, processor = load_demo_model()
+    attach(model)
+    paths = list_videos([SAMPLE_VIDEOS])
+    videos = [read_video(p, FRAMES) for p in paths]
+    columns = [generate_captions(model, processor, videos, None)]
+    columns += [generate_captions(model, processor, videos, a, plausibility=PLAUSIBILITY) for a in SAMPLE_ALPHAS]
+    print(f"Sample videos ({SAMPLE_VIDEOS}):\n\n| video | plain | "
+          + " | ".join(f"normalized (alpha {a})" for a in SAMPLE_ALPHAS) + " |\n|---|---|---|---|")
+    for path, *captions in zip(paths, *columns):
+        print(f"| {path.name} | " + " | ".join(captions) + " |")
+    shares = prior_shares(model, processor)
+    print("\nCaption prior P(t) measured by pnd, summed per attribute:")
+    for kind, values in shares.items():
+        print(f"  {kind}: " + ", ".join(f"{name} {share:.2f}" for name, share in values.items()))
+    table = evaluate(model, processor, per_pair=args.per_pair, noise=args.noise)
+    print(f"\nTest set uniform over 4 colours x 3 sizes ({12 * args.per_pair} clips, noise {args.noise}), "
+          f"greedy captions, plausibility {PLAUSIBILITY} with alpha > 0:\n\n{markdown(table)}")
+    plot(table, Path(args.out))
+    print(f"\nSaved the plot to {args.out}")
+    return 0

@@ -1,0 +1,91 @@
+"""Every private transformers API that pnd uses lives in `pnd/_compat.py`, exists in the installed transformers
+with the arguments pnd passes, and does what pnd relies on (checked against public behaviour)."""
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from packaging.specifiers import SpecifierSet
+from transformers import AttentionInterface, DynamicCache
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+import pnd
+from pnd import _compat
+from pnd.testing import tiny_inputs
+
+PRIVATE = re.compile(r"\._prepare_\w+|\._expand_multimodal_outputs|\._attn_implementation\b|ddp_cache_data|"
+                     r"from transformers\.(?:integrations|masking_utils)|AttentionInterface|AttentionMaskInterface")
+
+
+def test_installed_transformers_is_in_the_checked_range():
+    assert SpecifierSet(_compat.TRANSFORMERS_CHECKED).contains(transformers.__version__), (
+        f"pnd/_compat.py was checked against transformers {_compat.TRANSFORMERS_CHECKED}, installed: "
+        f"{transformers.__version__}: re-check each call there and widen the range.")
+
+
+def test_no_module_but_compat_touches_a_private_transformers_api():
+    root = Path(pnd.__file__).parent
+    offenders = {str(p.relative_to(root)): PRIVATE.findall(p.read_text())
+                 for p in root.rglob("*.py") if p.name != "_compat.py"}
+    assert {p: found for p, found in offenders.items() if found} == {}
+    assert len(set(PRIVATE.findall((root / "_compat.py").read_text()))) >= 6  # the pattern does find them
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+def test_private_generation_apis_take_the_arguments_pnd_passes(tiny, model_type):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type)
+    ids = inputs["input_ids"]
+    inspect.signature(model._prepare_generation_config).bind(None, max_new_tokens=2)
+    inspect.signature(model._prepare_position_ids_for_generation).bind(ids, {})
+    inspect.signature(model._prepare_multimodal_encoder_kwargs_for_generation).bind(dict(inputs))
+    inspect.signature(model._expand_multimodal_outputs).bind(ids, {}, expand_size=2)
+    inspect.signature(DynamicCache).bind(ddp_cache_data=None, config=model.config.get_text_config(decoder=True))
+    assert callable(AttentionInterface.register) and callable(AttentionMaskInterface.register)
+    assert "sdpa" in ALL_MASK_ATTENTION_FUNCTIONS
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+def test_compat_calls_agree_with_what_generate_itself_does(tiny, model_type):
+    """generation_config / position_ids_for_generation / encode_visual_inputs give what generate's first forward
+    receives (recorded with a forward hook)."""
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type)
+    seen = {}
+
+    def record(module, args, kwargs):
+        seen.setdefault("first", kwargs)
+
+    handle = model.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        model.generate(**inputs, max_new_tokens=1, do_sample=False)
+    finally:
+        handle.remove()
+    first = seen["first"]
+    assert _compat.generation_config(model, {"max_new_tokens": 7, "num_beams": 2}).max_new_tokens == 7
+    positions = _compat.position_ids_for_generation(model, inputs["input_ids"], dict(inputs))
+    torch.testing.assert_close(positions, first["position_ids"], rtol=0, atol=0)
+    encoded = _compat.encode_visual_inputs(model, dict(inputs))
+    for key, value in first["mm_encoder_outputs"].items():
+        torch.testing.assert_close(encoded[key], value, rtol=0, atol=0)
+
+
+def test_cache_from_layers_holds_the_given_states():
+    config = pnd.testing.tiny_model("llava_onevision")[0].config.get_text_config(decoder=True)
+    layers = [(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)) for _ in range(config.num_hidden_layers)]
+    cache = _compat.cache_from_layers(config, layers)
+    assert cache.get_seq_length() == 3
+    for layer, (keys, values) in zip(cache.layers, layers):
+        assert torch.equal(layer.keys, keys) and torch.equal(layer.values, values)
+    assert _compat.cache_from_layers(config).get_seq_length() == 0
+
+
+def test_attention_implementation_follows_the_public_switch():
+    model, _ = pnd.testing.tiny_model("llava_onevision")
+    text_config = model.config.get_text_config(decoder=True)
+    assert _compat.attention_implementation(text_config) == "sdpa"
+    model.set_attn_implementation("eager")
+    assert _compat.attention_implementation(model.config.get_text_config(decoder=True)) == "eager"

@@ -1,0 +1,143 @@
+"""The package tree is the architecture: the core imports no front end, and no module of pnd is in an import cycle.
+
+Front ends: the command line (`pnd.cli`), integrations (`pnd.integrations`), the demo (`pnd.demo`) and the test
+helpers (`pnd.testing`). Everything else is the core. Imports are read from the source (lazy ones inside
+functions included), so a cycle that only shows at run time is caught too.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pnd
+
+ROOT = Path(pnd.__file__).parent
+FRONT_ENDS = ("pnd.cli", "pnd.integrations", "pnd.demo", "pnd.testing")
+OPTIONAL = ("av", "lmms_eval", "bitsandbytes", "matplotlib", "decord")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in ROOT.rglob("*.py")}
+
+
+def is_front_end(name: str) -> bool:
+    return any(name == f or name.startswith(f + ".") for f in FRONT_ENDS)
+
+
+def imports_of(name: str) -> set[str]:
+    """The pnd modules that module `name` imports anywhere in its source."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+        else:
+            continue
+        found.update(t for t in targets if t in MODULES and t != name)
+    return found
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of `graph` as a path that ends where it starts, or None."""
+    state: dict[str, str] = {}
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt, path + [nxt])):
+                return cycle
+        state[node] = "done"
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start, [start])):
+            return cycle
+    return None
+
+
+def test_the_import_graph_is_read_from_the_source():
+    assert "pnd.paired" in GRAPH["pnd"] and "pnd.registry" not in GRAPH
+    assert GRAPH["pnd.architectures.llava"] == {"pnd.architectures.registry"}
+    assert "pnd.demo" in GRAPH["pnd.cli.caption"]  # a lazy import inside a function counts
+
+
+def test_cycle_finder_finds_a_cycle_through_a_lazy_import():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_module_of_pnd_is_in_an_import_cycle():
+    assert find_cycle(GRAPH) is None
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if not is_front_end(n)))
+def test_core_module_imports_no_front_end(name):
+    assert not [m for m in GRAPH[name] if is_front_end(m)]
+
+
+def run_python(code: str) -> str:
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+BLOCK_OPTIONAL = f"""
+import sys
+for name in {OPTIONAL!r}:
+    sys.modules[name] = None  # as if not installed: importing it raises ImportError
+"""
+
+
+def test_import_pnd_loads_core_modules_only_and_no_optional_dependency():
+    out = run_python("import pnd, sys; print(' '.join(sorted(m for m in sys.modules if m.startswith('pnd'))));"
+                     f"print(' '.join(m for m in {OPTIONAL!r} if m in sys.modules))")
+    loaded, optional = out.splitlines()[0].split(), out.splitlines()[1:]
+    assert "pnd.paired" in loaded and not [m for m in loaded if is_front_end(m)]
+    assert optional in ([], [""])
+
+
+def test_the_core_works_without_any_extra():
+    """What `pip install pnd` (no extra) gives: attach + PriorNormalized + CaptionScorer on a tiny model."""
+    out = run_python(BLOCK_OPTIONAL + """
+import torch, pnd
+from pnd.testing import random_video, tiny_inputs, tiny_model
+model, processor = tiny_model("llava_onevision")
+pnd.attach(model)
+out = model.generate(**tiny_inputs(processor, "llava_onevision"), max_new_tokens=3, do_sample=False,
+                     logits_processor=[pnd.PriorNormalized(0.5)])
+scores = pnd.CaptionScorer(model, processor).score([random_video(0)], ["a red circle"])
+print(out.shape[1] > 0, tuple(scores.shape))
+""")
+    assert out.split() == ["True", "(1,", "1)"]
+
+
+@pytest.mark.parametrize("code, extra", [
+    ("import torch; from pnd.video import write_video; write_video('unused.mp4', torch.zeros(1, 3, 8, 8))", "video"),
+    ("import pnd.integrations.lmms_eval", "eval"),
+    ("from pnd.extras import pyplot; pyplot()", "plot"),
+    ("from pnd.loading import load_model; load_model('unused', load_in_4bit=True)", "quant"),
+])
+def test_a_front_end_without_its_extra_names_the_extra_to_install(code, extra):
+    result = subprocess.run([sys.executable, "-c", BLOCK_OPTIONAL + code], capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert f"pip install 'pnd[{extra}]'" in result.stderr
