@@ -15,9 +15,22 @@ from .extras import require
 
 def load_model(name_or_path: str, device: str = "cpu", dtype: str = "auto", load_in_4bit: bool = False,
                load_in_8bit: bool = False, attn_implementation: str | None = None, device_map: str | None = None):
-    """(model, processor) ready for generation; 4-/8-bit loading goes through bitsandbytes.
+    """Load a supported model and its processor, ready for generation.
 
-    `device_map` (e.g. "auto") places the model with accelerate instead of moving it to `device`.
+    Args:
+        name_or_path: a Hugging Face id or a local folder saved with `save_pretrained`.
+        device: where to move the model (ignored with `device_map`).
+        dtype: "auto" (the checkpoint's) or a torch dtype name such as "bfloat16".
+        load_in_4bit, load_in_8bit: quantize with bitsandbytes (`pnd[quant]`).
+        attn_implementation: e.g. "sdpa", "eager", "flash_attention_2".
+        device_map: e.g. "auto": place the model with accelerate instead of moving it to `device`.
+
+    Returns:
+        (model in eval mode, processor). An unsupported architecture is a ValueError.
+
+    Example:
+        >>> from pnd.loading import load_model
+        >>> model, processor = load_model("llava-hf/llava-onevision-qwen2-0.5b-ov-hf")  # doctest: +SKIP
     """
     from transformers import AutoModelForImageTextToText, AutoProcessor, BitsAndBytesConfig
 

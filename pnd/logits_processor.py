@@ -50,6 +50,15 @@ class PriorNormalized(LogitsProcessor):
     the model's own logits (greedy/sampling receive raw logits, beam search log-probabilities): tokens
     that an earlier processor set to -inf stay at -inf and are not renormalized away, as in plain beam
     search.
+
+    Example:
+        >>> import pnd
+        >>> from pnd.testing import tiny_model, tiny_inputs
+        >>> model, processor = tiny_model("llava_onevision")
+        >>> out = pnd.attach(model).generate(**tiny_inputs(processor, "llava_onevision"), max_new_tokens=3,
+        ...                                  num_beams=2, logits_processor=[pnd.PriorNormalized(alpha=0.5)])
+        >>> pnd.PriorNormalized(0.5)
+        PriorNormalized(alpha=0.5, prior='masked', plausibility=None)
     """
 
     def __init__(self, alpha: float, *, prior: str = "masked", plausibility: float | None = None):

@@ -82,6 +82,13 @@ def attach(model, prefill: str = "auto"):
 
     Returns:
         The model, attached.
+
+    Example:
+        >>> import pnd
+        >>> from pnd.testing import tiny_model, tiny_inputs
+        >>> model, processor = tiny_model("llava")
+        >>> out = pnd.attach(model).generate(**tiny_inputs(processor, "llava"), max_new_tokens=2,
+        ...                                  logits_processor=[pnd.PriorNormalized(0.5)])
     """
     if prefill not in PREFILL_STRATEGIES:
         raise ValueError(f"prefill must be one of {', '.join(map(repr, PREFILL_STRATEGIES))}, got {prefill!r}.")
@@ -108,7 +115,18 @@ def attach(model, prefill: str = "auto"):
 
 
 def detach(model) -> None:
-    """Undo `attach`: the model's own `forward` and `generate` come back (hooks set before attach too)."""
+    """Undo `attach`: the model's own `forward` and `generate` come back (hooks set before attach too).
+
+    Args:
+        model: a model; detaching one that is not attached does nothing.
+
+    Example:
+        >>> import pnd
+        >>> from pnd.testing import tiny_model
+        >>> model, _ = tiny_model("llava")
+        >>> pnd.detach(pnd.attach(model)); hasattr(model, "_pnd")
+        False
+    """
     attachment = getattr(model, "_pnd", None)
     if attachment is None:
         return

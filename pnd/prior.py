@@ -197,9 +197,24 @@ def prior_logits(
 ) -> torch.Tensor:
     """Next-token logits of the prior for a processor's inputs; pixel inputs are accepted and ignored.
 
-    `mode="masked"` is the canonical prior (DESIGN.md §1); `"text"` drops the visual tokens and
-    renumbers positions. Returns a (batch, vocab) tensor. (The "blank" mode needs the vision tower and is
-    only available while decoding.)
+    Args:
+        model: a supported vision-language model (attached or not).
+        input_ids, attention_mask, position_ids: the processor's outputs (position ids default to the ones
+            `generate` would use).
+        mode: "masked" (default), the canonical prior: visual tokens masked out, positions kept; "text": the
+            visual tokens dropped and positions renumbered. ("blank" needs the vision tower and is only
+            available while decoding.)
+        **inputs: the processor's other outputs (pixels are ignored).
+
+    Returns:
+        (batch, vocab) logits of the next token under the prior.
+
+    Example:
+        >>> import pnd
+        >>> from pnd.testing import tiny_model, tiny_inputs
+        >>> model, processor = tiny_model("qwen2_vl")
+        >>> pnd.prior_logits(model, **tiny_inputs(processor, "qwen2_vl")).shape[0]
+        1
     """
     if mode not in ("masked", "text"):
         raise ValueError(f"prior_logits supports mode 'masked' or 'text', got {mode!r}.")

@@ -15,7 +15,19 @@ import torch
 
 
 def ranks(scores: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
-    """1-based rank of each query's target candidate (default: the diagonal). Ties count against it."""
+    """1-based rank of each query's target candidate. Ties count against it.
+
+    Args:
+        scores: (queries, candidates) scores, higher is better.
+        targets: the target candidate of each query (default: the diagonal, query i -> candidate i).
+
+    Returns:
+        (queries,) long tensor of ranks, 1 = the target scored highest.
+
+    Example:
+        >>> ranks(torch.tensor([[3., 1.], [0., 2.], [5., 5.]]), torch.tensor([0, 1, 1]))
+        tensor([1, 1, 2])
+    """
     if targets is None:
         targets = torch.arange(scores.shape[0], device=scores.device)
     target_scores = scores.gather(1, targets[:, None])
@@ -23,7 +35,19 @@ def ranks(scores: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Te
 
 
 def retrieval_metrics(scores: torch.Tensor, targets: torch.Tensor | None = None) -> dict[str, float]:
-    """R@1/5/10 (percent), median rank and mean rank of the target candidates."""
+    """R@1/5/10 (percent), median rank and mean rank of the target candidates.
+
+    Args:
+        scores: (queries, candidates) scores, higher is better.
+        targets: the target candidate of each query (default: the diagonal).
+
+    Returns:
+        {"R@1", "R@5", "R@10", "MedR", "MeanR"} as floats.
+
+    Example:
+        >>> retrieval_metrics(torch.tensor([[3., 1.], [2., 0.]]))
+        {'R@1': 50.0, 'R@5': 100.0, 'R@10': 100.0, 'MedR': 1.0, 'MeanR': 1.5}
+    """
     r = ranks(scores, targets).double()
     metrics = {f"R@{k}": float((r <= k).double().mean() * 100) for k in (1, 5, 10)}
     metrics["MedR"] = float(r.median())
@@ -36,6 +60,18 @@ def dual_softmax(scores: torch.Tensor, temperature: float = 1.0) -> torch.Tensor
 
     `scores * softmax(scores / temperature, dim=0)`: a candidate that scores high for every query gets
     its scores shrunk for the queries where it is not the best.
+
+    Args:
+        scores: (queries, candidates) scores.
+        temperature: softmax temperature of the prior over queries.
+
+    Returns:
+        The rescaled (queries, candidates) scores.
+
+    Example:
+        >>> dual_softmax(torch.tensor([[0., 0.], [0., 0.]]) + 1)
+        tensor([[0.5000, 0.5000],
+                [0.5000, 0.5000]])
     """
     return scores * torch.softmax(scores / temperature, dim=0)
 
@@ -45,6 +81,19 @@ def inverted_softmax(scores: torch.Tensor, bank: torch.Tensor | None = None, tem
 
     `scores / T - logsumexp_b(bank[b] / T)` per candidate column, where `bank` holds the scores of a
     querybank against the same candidates (default: the queries themselves).
+
+    Args:
+        scores: (queries, candidates) scores.
+        bank: (bank queries, candidates) scores of a querybank; default `scores`.
+        temperature: T above.
+
+    Returns:
+        The normalized (queries, candidates) scores (log-probabilities over the bank per candidate).
+
+    Example:
+        >>> inverted_softmax(torch.zeros(2, 3)).exp()
+        tensor([[0.5000, 0.5000, 0.5000],
+                [0.5000, 0.5000, 0.5000]])
     """
     bank = scores if bank is None else bank
     return scores / temperature - torch.logsumexp(bank / temperature, dim=0, keepdim=True)
@@ -53,8 +102,19 @@ def inverted_softmax(scores: torch.Tensor, bank: torch.Tensor | None = None, tem
 def rerank(first_stage: torch.Tensor, top_k: int, score_fn, fuse: float = 0.0) -> torch.Tensor:
     """Rescore each query's `top_k` first-stage candidates; the others get -inf.
 
-    `score_fn(query_index, candidate_indices) -> scores` gives the new scores of those candidates
-    (e.g. a CaptionScorer); `fuse` adds `fuse * first_stage` to them.
+    Args:
+        first_stage: (queries, candidates) scores of a first stage (e.g. a dual encoder).
+        top_k: how many candidates per query to rescore.
+        score_fn: `score_fn(query_index, candidate_indices) -> scores`, the new scores of those candidates
+            (e.g. from a CaptionScorer).
+        fuse: adds `fuse * first_stage` to the new scores.
+
+    Returns:
+        (queries, candidates) scores: the new ones for each query's top-k, -inf elsewhere.
+
+    Example:
+        >>> rerank(torch.tensor([[3., 2., 1.]]), 2, lambda q, chosen: torch.tensor(chosen, dtype=torch.float))
+        tensor([[0., 1., -inf]])
     """
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}.")

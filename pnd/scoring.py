@@ -65,6 +65,14 @@ class CaptionScorer:
         frames: frames sampled uniformly from a video given as a file path.
         batch_size: captions scored per forward call (bounds memory).
         progress: show a progress bar.
+
+    Example:
+        >>> import pnd
+        >>> from pnd.testing import tiny_model, random_video
+        >>> model, processor = tiny_model("qwen2_vl")
+        >>> parts = pnd.CaptionScorer(model, processor).score([random_video(0)], ["a cat", "a dog"], return_parts=True)
+        >>> parts.normalized.shape
+        torch.Size([1, 2])
     """
 
     def __init__(self, model, processor, alpha: float = 0.9, reduction: str = "mean",

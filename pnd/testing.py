@@ -189,9 +189,23 @@ VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl")
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
-    """(model, processor) of a tiny random-weight model of `model_type` (one of TINY_ARCHITECTURES).
+    """A tiny random-weight model of a real architecture and its processor, built offline.
 
-    `text` overrides the language model's config for "llava_onevision" (e.g. a larger hidden_size).
+    Args:
+        model_type: one of `TINY_ARCHITECTURES`.
+        seed: the weights' seed.
+        sharpen: attention (q/k) and output weights are scaled by this, so that a position or masking bug
+            changes the generated tokens (at random init attention is nearly uniform).
+        **text: overrides of the language model's config, for "llava_onevision" (e.g. hidden_size=512).
+
+    Returns:
+        (model, processor).
+
+    Example:
+        >>> from pnd.testing import tiny_model
+        >>> model, processor = tiny_model("qwen2_vl")
+        >>> model.config.model_type
+        'qwen2_vl'
     """
     model, processor = _BUILDERS[model_type](seed, **text) if text else _BUILDERS[model_type](seed)
     _scale_attention(model, sharpen)
@@ -199,13 +213,34 @@ def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
 
 
 def random_video(seed: int, frames: int = 4, size: int = 56) -> torch.Tensor:
-    """A (frames, 3, size, size) uint8 video of random pixels."""
+    """A (frames, 3, size, size) uint8 video of random pixels, the same for the same seed.
+
+    Example:
+        >>> random_video(0, frames=2).shape
+        torch.Size([2, 3, 56, 56])
+    """
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(0, 256, (frames, 3, size, size), dtype=torch.uint8, generator=generator)
 
 
 def tiny_inputs(processor, model_type: str, prompts=("Describe the video.",), seed: int = 0, image: bool = False):
-    """Processor outputs for one visual input per prompt (video, or image for LLaVA-1.5 / image=True)."""
+    """Processor outputs for one visual input per prompt, ready for `model.generate(**inputs)`.
+
+    Args:
+        processor, model_type: from `tiny_model`.
+        prompts: one chat prompt is built per instruction (batched with left padding).
+        seed: the first random video's seed (one more per prompt).
+        image: an image instead of a video (always for LLaVA-1.5, which takes no video).
+
+    Returns:
+        The processor's BatchFeature.
+
+    Example:
+        >>> from pnd.testing import tiny_model, tiny_inputs
+        >>> _, processor = tiny_model("llava_onevision")
+        >>> tiny_inputs(processor, "llava_onevision", prompts=("a", "b c"))["input_ids"].shape[0]
+        2
+    """
     kind = "image" if image or model_type not in VIDEO_ARCHITECTURES else "video"
     texts = [video_prompt(processor, prompt, kind) for prompt in prompts]
     visuals = [random_video(seed + i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]

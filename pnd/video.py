@@ -37,7 +37,27 @@ def uniform_indices(total: int, frames: int) -> list[int]:
 
 
 def read_video(path: str | Path, frames: int = 8) -> torch.Tensor:
-    """Uniformly sampled frames of a video file or of a folder of images, as uint8 (frames, 3, H, W)."""
+    """Uniformly sampled frames of a video file or of a folder of images.
+
+    Args:
+        path: a video file (mp4, webm, avi, mkv, mov, gif, m4v; read with PyAV, `pnd[video]`) or a folder of
+            frame images (read in name order).
+        frames: how many frames to sample, uniformly over the whole video.
+
+    Returns:
+        uint8 tensor (frames, 3, H, W), the layout transformers' video processors take.
+
+    Raises:
+        VideoReadError: the file is missing, unreadable or has no frames (the message names it).
+
+    Example:
+        >>> import tempfile, torch
+        >>> from pnd.video import read_video, write_video
+        >>> path = tempfile.mkdtemp() + "/clip.mp4"
+        >>> write_video(path, torch.zeros(4, 3, 16, 16, dtype=torch.uint8))
+        >>> read_video(path, frames=2).shape
+        torch.Size([2, 3, 16, 16])
+    """
     path = Path(path)
     if frames < 1:
         raise ValueError(f"frames must be >= 1, got {frames}.")
@@ -75,7 +95,13 @@ _LOSSLESS = {".mp4": ("libx264rgb", "rgb24", {"crf": "0"}), ".webm": ("libvpx-vp
 
 
 def write_video(path: str | Path, frames: torch.Tensor, fps: int = 8) -> None:
-    """Save uint8 (frames, 3, H, W) losslessly as .mp4 or .webm with PyAV; `read_video` gives them back."""
+    """Save frames losslessly as .mp4 (H.264 RGB) or .webm (VP9 lossless) with PyAV; `read_video` gives them back.
+
+    Args:
+        path: where to write; the suffix picks the format.
+        frames: uint8 (frames, 3, H, W).
+        fps: frames per second stored in the file.
+    """
     av = require("av", "video")
 
     path = Path(path)
@@ -91,7 +117,14 @@ def write_video(path: str | Path, frames: torch.Tensor, fps: int = 8) -> None:
 
 
 def list_videos(paths: list[str | Path]) -> list[Path]:
-    """Expand folders into the video files and frame folders they hold (sorted); keep files as given."""
+    """Expand folders into the video files and frame folders they hold (sorted); keep files as given.
+
+    Args:
+        paths: files and folders; a folder that holds frame images is itself one video.
+
+    Returns:
+        The videos, as paths.
+    """
     found = []
     for path in map(Path, paths):
         if path.is_dir() and not any(p.suffix.lower() in FRAME_SUFFIXES for p in path.iterdir()):

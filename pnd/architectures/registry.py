@@ -35,12 +35,20 @@ class Architecture:
 
 
 def register(architecture: Architecture) -> Architecture:
+    """Make pnd support `architecture.model_types` (called once by each family's module); returns it."""
     for model_type in architecture.model_types:
         _REGISTRY[model_type] = architecture
     return architecture
 
 
 def supported_model_types() -> list[str]:
+    """The Hugging Face `model_type`s pnd supports, sorted.
+
+    Example:
+        >>> import pnd
+        >>> "llava_onevision" in pnd.supported_model_types()
+        True
+    """
     return sorted(_REGISTRY)
 
 
