@@ -17,6 +17,10 @@ import importlib
 EXTRAS = {"video": "PyAV", "eval": "lmms-eval", "quant": "bitsandbytes", "plot": "matplotlib"}
 
 
+class MissingExtra(ImportError):
+    """An optional dependency is not installed; the message names the pnd extra that installs it."""
+
+
 def require(module: str, extra: str):
     """Import `module`, or raise an ImportError that names the pnd extra to install.
 
@@ -30,7 +34,7 @@ def require(module: str, extra: str):
     try:
         return importlib.import_module(module)
     except ImportError as error:
-        raise ImportError(f"{module} is missing: this part of pnd needs {EXTRAS[extra]}. Install it with "
+        raise MissingExtra(f"{module} is missing: this part of pnd needs {EXTRAS[extra]}. Install it with "
                           f"pip install 'pnd[{extra}]' (or 'pnd[all]' for every extra).") from error
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .extras import require
+from .extras import MissingExtra, require
 
 VIDEO_SUFFIXES = (".mp4", ".webm", ".avi", ".mkv", ".mov", ".gif", ".m4v")
 FRAME_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
@@ -65,7 +65,7 @@ def read_video(path: str | Path, frames: int = 8) -> torch.Tensor:
         raise VideoReadError(f"{path}: no such file or folder.")
     try:
         images = _frame_folder(path) if path.is_dir() else _decode(path)
-    except VideoReadError:
+    except (VideoReadError, MissingExtra):  # a missing PyAV is no broken video
         raise
     except Exception as error:  # PyAV/PIL raise many types for broken files
         raise VideoReadError(f"{path}: cannot be decoded ({type(error).__name__}: {error}).") from error

@@ -141,3 +141,12 @@ def test_a_front_end_without_its_extra_names_the_extra_to_install(code, extra):
     result = subprocess.run([sys.executable, "-c", BLOCK_OPTIONAL + code], capture_output=True, text=True, timeout=300)
     assert result.returncode != 0
     assert f"pip install 'pnd[{extra}]'" in result.stderr
+
+
+def test_the_command_line_reports_a_missing_extra_in_one_line(tmp_path):
+    """`pnd demo` reads its sample videos with PyAV: without pnd[video] it says so, with no traceback."""
+    code = BLOCK_OPTIONAL + f"from pnd.cli import main; raise SystemExit(main(['demo', '--out', {str(tmp_path / 'x.png')!r}]))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("pnd demo: av is missing")
+    assert "pip install 'pnd[video]'" in result.stderr

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..extras import MissingExtra
+
 
 def main(argv: list[str] | None = None) -> int:
     from .. import __version__
@@ -33,7 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "models":
         print("\n".join(supported_model_types()))
         return 0
-    return subcommands[args.command][0].run(args)
+    try:
+        return subcommands[args.command][0].run(args)
+    except MissingExtra as error:
+        print(f"pnd {args.command}: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
