@@ -1,6 +1,6 @@
 """Train the bundled demo model and write the sample videos (a few minutes on CPU, fixed seed).
 
-    .venv/bin/python tools/train_demo_model.py [--steps 1500] [--seed 0] [--out pnd/demo_model]
+    .venv/bin/python tools/train_demo_model.py [--steps 1500] [--seed 0] [--out pnd/demo/model]
 
 Saves the model and its processor with `save_pretrained` into --out, writes the sample videos into
 pnd/demo/videos, and prints the SHA-256 of the weights so that two runs can be compared.
