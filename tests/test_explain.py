@@ -93,3 +93,95 @@ def test_caption_scorer_token_scores_equal_brute_force(tiny, model_type):
     assert_matches_reference(tokens, conditional, prior, 0.8)
     total = scorer.score([video], [caption])[0, 0]  # the caption's score is the sum of its tokens'
     assert sum(t.normalized for t in tokens) == pytest.approx(float(total), abs=1e-3)
+
+
+# -- the bundled demo model ----------------------------------------------------------------------------------------
+
+PUSHED_DOWN = -0.3  # nats: a token the prior clearly pushed down among its alternatives
+
+
+@pytest.fixture(scope="module")
+def demo():
+    from pnd.demo import load_demo_model
+
+    model, processor = load_demo_model()
+    return pnd.attach(model), processor
+
+
+def demo_explanation(demo, clip, alpha=1.0):
+    from pnd.demo import PLAUSIBILITY
+    from pnd.prompts import video_prompt
+
+    model, processor = demo
+    inputs = processor(text=[video_prompt(processor, "Describe the video.")], videos=[clip], return_tensors="pt")
+    return explain(model, processor, inputs, alpha=alpha, max_new_tokens=8, plausibility=PLAUSIBILITY)
+
+
+def test_demo_planted_prior_shows_as_the_pushed_down_tokens(demo):
+    """Noisy clips of other colours and sizes: the tokens the prior pushes down are "red" and "small"'s first."""
+    from pnd.demo import uniform_test_set
+    from pnd.demo.moving import PLANTED
+
+    clips, pairs = uniform_test_set(1, noise=0.85)
+    planted = {f" {PLANTED[0]}", f" {PLANTED[1][0]}"}  # the demo's tokenizer spells "small" " s", "m", "a", ...
+    pushed = []
+    for pair in (("blue", "medium"), ("green", "small"), ("blue", "small")):
+        result = demo_explanation(demo, clips[pairs.index(pair)])
+        tokens = result.plain + result.normalized
+        pushed += [t.text for t in tokens if t.shift < PUSHED_DOWN]
+        assert all(t.shift < -PUSHED_DOWN for t in tokens if t.text in planted)  # never clearly pushed up
+    assert set(pushed) <= planted and len(pushed) >= 2, pushed
+
+
+@pytest.fixture(scope="module")
+def explained(tmp_path_factory):
+    """`pnd explain` through the console script on a noisy demo clip (medium blue), alpha 1."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pnd.demo import uniform_test_set
+    from pnd.video import write_video
+
+    root = tmp_path_factory.mktemp("explain")
+    clips, pairs = uniform_test_set(1, noise=0.85)
+    write_video(root / "clip.mp4", clips[pairs.index(("blue", "medium"))])
+    script = Path(sys.executable).with_name("pnd")
+    result = subprocess.run([script, "explain", root / "clip.mp4", "--alpha", "1.0", "--max-new-tokens", "10",
+                             "--out", root / "out"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return root / "out", result.stdout
+
+
+def test_pnd_explain_writes_html_png_json(explained):
+    import json
+    import re
+
+    out, stdout = explained
+    data = json.loads((out / "explain.json").read_text())
+    assert data["alpha"] == 1.0 and data["plausibility"] == 0.1 and data["prompt"] == "Describe the video."
+    assert f"plain:      {data['plain_text']}" in stdout and data["plain_text"] != data["normalized_text"]
+    page = (out / "explain.html").read_text()
+    for view in ("plain", "normalized"):
+        spans = re.findall(rf'data-view="{view}" data-step="(\d+)" data-token-id="(\d+)"', page)
+        assert [(int(s), int(i)) for s, i in spans] == [(k, t["token_id"]) for k, t in enumerate(data[view])]
+    assert not re.search(r"(src|href)=|https?:|<script|@import|url\(", page)  # self-contained
+    assert (out / "explain.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and (out / "explain.png").stat().st_size > 5000
+
+
+def test_pnd_explain_takes_an_image_and_refuses_bad_input(tmp_path):
+    import json
+
+    from PIL import Image
+
+    from pnd.cli import main
+    from pnd.demo import uniform_test_set
+
+    clips, _ = uniform_test_set(1, noise=0.3)
+    Image.fromarray(clips[4][3].permute(1, 2, 0).numpy()).save(tmp_path / "frame.png")
+    assert main(["explain", str(tmp_path / "frame.png"), "--max-new-tokens", "3", "--out", str(tmp_path / "o")]) == 0
+    assert json.loads((tmp_path / "o" / "explain.json").read_text())["prompt"] == "Describe the image."
+    with pytest.raises(SystemExit, match="alpha must be"):
+        main(["explain", str(tmp_path / "frame.png"), "--alpha", "2"])
+    with pytest.raises(SystemExit, match="no such file"):
+        main(["explain", str(tmp_path / "missing.mp4")])
