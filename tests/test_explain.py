@@ -185,3 +185,64 @@ def test_pnd_explain_takes_an_image_and_refuses_bad_input(tmp_path):
         main(["explain", str(tmp_path / "frame.png"), "--alpha", "2"])
     with pytest.raises(SystemExit, match="no such file"):
         main(["explain", str(tmp_path / "missing.mp4")])
+
+
+@pytest.fixture
+def browser() -> str:
+    """The headless browser the set-up installs (`.ci/run`: Debian's chromium); in CI its absence fails."""
+    import os
+    import shutil
+
+    found = next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
+    if found is None:
+        message = "no chromium binary on PATH: install Debian's chromium package (apt-get install chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(message + "; .ci/run installs it")
+        pytest.skip(message)
+    return found
+
+
+def test_pnd_explain_page_renders_in_a_headless_browser(browser, explained, tmp_path):
+    import json
+    import subprocess
+    from html.parser import HTMLParser
+
+    from PIL import Image
+
+    out, _ = explained
+    url = (out / "explain.html").resolve().as_uri()
+    flags = [browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(flags + ["--dump-dom", url], capture_output=True, text=True, timeout=120, check=True).stdout
+
+    class Tokens(HTMLParser):  # the rendered DOM's token spans: (view, step, text)
+        def __init__(self):
+            super().__init__()
+            self.found, self.open = [], None
+
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            if tag == "span" and "data-view" in attrs:
+                self.open = [attrs["data-view"], int(attrs["data-step"]), ""]
+
+        def handle_data(self, data):
+            if self.open is not None:
+                self.open[2] += data
+
+        def handle_endtag(self, tag):
+            if tag == "span" and self.open is not None:
+                self.found.append(tuple(self.open))
+                self.open = None
+
+    parser = Tokens()
+    parser.feed(dom)
+    data = json.loads((out / "explain.json").read_text())
+    want = [(view, k, t["text"]) for view in ("plain", "normalized") for k, t in enumerate(data[view])]
+    assert parser.found == want  # every token of both decodings, in order, with its text
+
+    shot = out / "screenshot.png"
+    subprocess.run(flags + ["--window-size=1000,800", f"--screenshot={shot}", url], capture_output=True,
+                   timeout=120, check=True)
+    pixels = Image.open(shot).convert("RGB").getdata()
+    red = sum(r > 200 and g < 140 and b < 140 for r, g, b in pixels)
+    blue = sum(b > 200 and r < 200 and g < 200 for r, g, b in pixels)
+    assert red > 100 and blue > 100  # the coloured tokens were painted
