@@ -187,7 +187,7 @@ def test_pnd_explain_takes_an_image_and_refuses_bad_input(tmp_path):
         main(["explain", str(tmp_path / "missing.mp4")])
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # module scope: it runs before `explained`, so a skip costs nothing
 def browser() -> str:
     """The headless browser the set-up installs (`.ci/run`: Debian's chromium); in CI its absence fails."""
     import os
