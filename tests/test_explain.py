@@ -5,7 +5,7 @@ import torch
 
 import pnd
 from pnd.explain import explain
-from pnd.testing import random_video, tiny_inputs
+from pnd.testing import TINY_ARCHITECTURES, random_video, tiny_inputs
 
 from reference import full_logits, greedy
 
@@ -43,7 +43,7 @@ def assert_matches_reference(tokens, conditional, prior, alpha):
             assert [a.value for a in listed] == pytest.approx([float(view[step, a.token_id]) for a in listed], **TOL)
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "llava"])
+@pytest.mark.parametrize("model_type", TINY_ARCHITECTURES)
 def test_explain_equals_brute_force(tiny, model_type):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type)
