@@ -11,6 +11,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -97,6 +99,50 @@ def inverted_softmax(scores: torch.Tensor, bank: torch.Tensor | None = None, tem
     """
     bank = scores if bank is None else bank
     return scores / temperature - torch.logsumexp(bank / temperature, dim=0, keepdim=True)
+
+
+def sinkhorn(scores: torch.Tensor, temperature: float = 1.0, iterations: int = 3) -> torch.Tensor:
+    """Sinkhorn-Knopp marginal correction (KDProR, Zhuang et al. ECCV 2024, Eq. 3), in log space.
+
+    KDProR aligns videos and captions by the entropy-regularised optimal transport plan
+    `Q* = argmax_Q <Q, S> + eps H(Q)` with uniform marginals, solved by Sinkhorn-Knopp (Cuturi 2013):
+    `Q* = diag(u) exp(S / eps) diag(v)`, alternately rescaling columns and rows. Here `eps` is the
+    `temperature`; each iteration makes every column sum to `rows / columns` (a candidate that scores
+    high for every query, a hub, is shared out), then every row sum to 1. Returns `log Q` after
+    `iterations`; a square matrix becomes doubly stochastic as the iterations grow. One iteration ranks
+    each row as `inverted_softmax` does (the row step adds a constant per row). `-inf` scores (e.g.
+    candidates `rerank` left out) stay `-inf`.
+
+    Args:
+        scores: (queries x candidates) scores.
+        temperature: the entropy weight `eps` (> 0); smaller sharpens the plan.
+        iterations: column-then-row normalization rounds (>= 1).
+
+    Returns:
+        `log Q`, the same shape as `scores`.
+
+    Example:
+        >>> import torch
+        >>> q = sinkhorn(torch.tensor([[4.0, 1.0], [1.0, 1.0]]).log(), iterations=1).exp()
+        >>> [[round(v, 4) for v in row] for row in q.tolist()]  # [[8/13, 5/13], [2/7, 5/7]]
+        [[0.6154, 0.3846], [0.2857, 0.7143]]
+    """
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}.")
+    if not isinstance(iterations, int) or iterations < 1:
+        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}.")
+    log_q = scores / temperature
+    column_mass = math.log(scores.shape[0] / scores.shape[1])
+    for _ in range(iterations):
+        log_q = log_q - _log_sum(log_q, dim=0) + column_mass
+        log_q = log_q - _log_sum(log_q, dim=1)
+    return log_q
+
+
+def _log_sum(log_q: torch.Tensor, dim: int) -> torch.Tensor:
+    """logsumexp along dim, 0 where a whole row/column is -inf (it stays -inf instead of becoming NaN)."""
+    total = torch.logsumexp(log_q, dim=dim, keepdim=True)
+    return total.masked_fill(torch.isneginf(total), 0.0)
 
 
 def rerank(first_stage: torch.Tensor, top_k: int, score_fn, fuse: float = 0.0) -> torch.Tensor:

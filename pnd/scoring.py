@@ -29,6 +29,7 @@ from .architectures import architecture_for
 from .prompts import video_prompt
 from .prior import default_position_ids, masked_prefill
 from .logits_processor import check_alpha_and_prior
+from .tokens import TokenScore, score_tokens
 from .video import read_video
 
 
@@ -153,6 +154,29 @@ class CaptionScorer:
         parts = self._score_tokens(self._on_device(inputs), [self.caption_ids(c) for c in captions])
         return parts if return_parts else parts.normalized
 
+    @torch.no_grad()
+    def token_scores(self, video, caption: str, top_k: int = 5) -> list[TokenScore]:
+        """What the prior did to each token of `caption` given `video`: a `pnd.tokens.TokenScore` per token.
+
+        Each holds `log P(w | v)`, `log P(w)`, the normalized score, the shift (< 0: the prior pushed the
+        token down) and the `top_k` alternatives under each; the caption's score is the sum (or mean) of
+        the tokens' normalized scores.
+        """
+        return self.prompt_token_scores(self.prompt_inputs(video), self.caption_ids(caption), top_k)
+
+    @torch.no_grad()
+    def prompt_token_scores(self, inputs: dict, token_ids: list[int], top_k: int = 5,
+                            plausibility: float | None = None) -> list[TokenScore]:
+        """`token_scores` of token ids following a prompt you built (processor outputs, as for `score_prompt`).
+
+        `plausibility` masks the normalized scores as `PriorNormalized(plausibility=...)` does.
+        """
+        prefix = self._conditioned_prefix(self._on_device(inputs))
+        conditional = self._forced_logprobs(prefix, [token_ids])[0][0]
+        prior = self._forced_logprobs(self._prior_prefix(prefix), [token_ids])[0][0]
+        return score_tokens(conditional, prior, token_ids, self.alpha, lambda i: self.processor.tokenizer.decode([i]),
+                            top_k, plausibility)
+
     def _score_tokens(self, inputs: dict, tokens: list[list[int]], bar=None) -> ScoreParts:
         prefix = self._conditioned_prefix(inputs)
         conditional = self._caption_logprobs(prefix, tokens, bar)
@@ -203,6 +227,11 @@ class CaptionScorer:
         return sums
 
     def _teacher_forced(self, prefix: "Prefix", chunk: list[list[int]]) -> torch.Tensor:
+        logprobs, ids, mask = self._forced_logprobs(prefix, chunk)
+        return (logprobs.gather(2, ids[..., None])[..., 0] * mask).sum(1)
+
+    def _forced_logprobs(self, prefix: "Prefix", chunk: list[list[int]]):
+        """(log-probabilities over the vocabulary at each token of each text, (n, longest, vocab); ids; mask)."""
         n, longest = len(chunk), max(len(t) for t in chunk)
         device = prefix.first_logits.device
         ids = torch.zeros(n, longest, dtype=torch.long, device=device)
@@ -221,8 +250,7 @@ class CaptionScorer:
             use_cache=True,
         ).logits
         logits = torch.cat([prefix.first_logits.expand(n, 1, -1), logits[:, :-1]], 1).float()
-        token_logprobs = torch.log_softmax(logits, -1).gather(2, ids[..., None])[..., 0]
-        return (token_logprobs * mask).sum(1)
+        return torch.log_softmax(logits, -1), ids, mask
 
 
 class Prefix(NamedTuple):

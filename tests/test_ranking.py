@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from pnd.ranking import dual_softmax, inverted_softmax, ranks, rerank, retrieval_metrics
+from pnd.ranking import dual_softmax, inverted_softmax, ranks, rerank, retrieval_metrics, sinkhorn
 
 SCORES = torch.tensor([[3.0, 1.0, 2.0], [1.0, 2.0, 0.0], [0.0, 5.0, 4.0]])
 
@@ -57,3 +57,47 @@ def test_rerank_scores_only_top_k_and_fuses():
     assert calls == [(0, [0, 2]), (1, [1, 2])]
     assert out[0].tolist() == [pytest.approx(0.9), float("-inf"), pytest.approx(20.5)]
     assert out[1].tolist() == [float("-inf"), pytest.approx(10.8), pytest.approx(20.7)]
+
+
+K = torch.tensor([[4.0, 1.0], [1.0, 1.0]])  # exp(scores) of a 2x2 example worked out by hand
+
+
+def test_sinkhorn_one_iteration_by_hand():
+    # columns of K sum to (5, 2): [[4/5, 1/2], [1/5, 1/2]]; its rows then sum to (13/10, 7/10)
+    expected = torch.tensor([[8 / 13, 5 / 13], [2 / 7, 5 / 7]])
+    assert torch.allclose(sinkhorn(K.log(), iterations=1).exp(), expected, atol=1e-6)
+    assert torch.allclose(sinkhorn(3 * K.log(), temperature=3.0, iterations=1).exp(), expected, atol=1e-6)
+
+
+def test_sinkhorn_converges_to_the_closed_form():
+    # Row/column scalings keep the cross ratio q11 q22 / (q12 q21) = 4; the doubly stochastic matrix with it
+    # is [[p, 1-p], [1-p, p]] with (p / (1-p))^2 = 4: p = 2/3.
+    expected = torch.tensor([[2 / 3, 1 / 3], [1 / 3, 2 / 3]])
+    assert torch.allclose(sinkhorn(K.log(), iterations=60).exp(), expected, atol=1e-6)
+
+
+def test_sinkhorn_marginals_after_enough_iterations():
+    scores = torch.randn(2, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 3
+    q = sinkhorn(scores, temperature=0.7, iterations=500).exp()
+    assert torch.allclose(q.sum(1), torch.ones(2, dtype=torch.float64), atol=1e-9)  # each query: one unit
+    assert torch.allclose(q.sum(0), torch.full((3,), 2 / 3, dtype=torch.float64), atol=1e-6)  # shared evenly
+
+
+def test_sinkhorn_one_iteration_ranks_like_inverted_softmax():
+    shift = sinkhorn(SCORES, temperature=0.5, iterations=1) - inverted_softmax(SCORES, temperature=0.5)
+    assert torch.allclose(shift, shift[:, :1].expand_as(shift), atol=1e-6)  # a constant per row
+
+
+def test_sinkhorn_fixes_a_hub_and_keeps_minus_inf():
+    scores = torch.tensor([[5.0, 1.0, 0.0], [4.5, 4.0, 0.0], [4.5, 0.0, 4.0]])
+    assert retrieval_metrics(sinkhorn(scores, iterations=10))["R@1"] == 100
+    scores[0, 2] = scores[1, 2] = scores[2, 2] = float("-inf")  # a column rerank left out entirely
+    out = sinkhorn(scores)
+    assert torch.isneginf(out[:, 2]).all() and torch.isfinite(out[:, :2]).all()
+
+
+def test_sinkhorn_refuses_bad_arguments():
+    with pytest.raises(ValueError, match="temperature"):
+        sinkhorn(SCORES, temperature=0.0)
+    with pytest.raises(ValueError, match="iterations"):
+        sinkhorn(SCORES, iterations=0)

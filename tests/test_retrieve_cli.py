@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from pnd.ranking import retrieval_metrics
+from pnd.ranking import retrieval_metrics, sinkhorn
 from pnd.testing import tiny_model
 
 from test_video import write_mp4
@@ -52,6 +52,7 @@ def test_full_matrix_rankings_metrics_and_plot(setup):
     table = (setup / "full" / "metrics.md").read_text()
     r1 = retrieval_metrics(saved["normalized"])["R@1"]
     assert f"| prior-normalized (alpha=0.8) | {r1:.1f} |" in table and "text->video" in table
+    assert f"| prior-normalized + Sinkhorn | {retrieval_metrics(sinkhorn(saved['normalized']))['R@1']:.1f} |" in table
     assert (setup / "full" / "scores.png").stat().st_size > 1000
 
 

@@ -5,6 +5,7 @@
     pnd retrieve ...  # rank captions for videos with prior normalization (pnd retrieve --help)
     pnd caption ...   # caption videos with prior-normalized decoding (pnd caption --help)
     pnd demo          # the effect, measured offline on the bundled demo model
+    pnd explain ...   # why the answer changed: both decodings token by token (pnd explain --help)
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"pnd {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("models", help="list the supported Hugging Face model types")
-    from . import caption, demo, retrieve
+    from . import caption, demo, explain, retrieve
 
     subcommands = {"retrieve": (retrieve, "rank captions for videos (and videos for captions)"),
                    "caption": (caption, "caption videos with prior-normalized decoding"),
-                   "demo": (demo, "measure the effect offline on the bundled demo model")}
+                   "demo": (demo, "measure the effect offline on the bundled demo model"),
+                   "explain": (explain, "show token by token what the prior did to an answer")}
     for name, (module, summary) in subcommands.items():
         module.add_arguments(commands.add_parser(name, help=summary, description=module.__doc__,
                                                  formatter_class=argparse.RawDescriptionHelpFormatter))

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from ..extras import pyplot
-from ..ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics
+from ..ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics, sinkhorn
 from ..video import VideoReadError, list_videos, read_video
 
 
@@ -131,6 +131,7 @@ def metrics_table(matrices: dict, targets: torch.Tensor, alpha: float) -> str:
         rows.append((f"prior-normalized (alpha={alpha})", matrices["normalized"]))
         rows.append(("prior-normalized + inverted softmax", inverted_softmax(matrices["normalized"].T).T))
         rows.append(("prior-normalized + dual softmax", dual_softmax(matrices["normalized"].T).T))
+        rows.append(("prior-normalized + Sinkhorn", sinkhorn(matrices["normalized"])))
     else:
         rows.append(("first stage", matrices["first_stage"]))
         rows.append((f"reranked, prior-normalized (alpha={alpha})", matrices["normalized"]))

@@ -1,0 +1,195 @@
+"""`pnd explain`: why did the answer change? Plain and prior-normalized decoding of one video or image, token by token.
+
+    pnd explain clip.mp4 [--prompt "Describe the video."] [--model M] [--alpha 0.5] [--plausibility 0.1] \
+        [--out pnd_explain]
+
+Without --model the bundled demo model answers (offline, seconds). Writes into --out: explain.html (a
+self-contained page: each token coloured by how far the prior pushed it down (red) or up (blue) among its
+alternatives, the numbers on hover and in a table), explain.png (the same tokens) and explain.json (every
+number: `pnd.explain.Explanation.to_dict()`). The shift of a token is the change of its log-probability
+when the normalized scores are read as a distribution (`pnd.tokens`).
+
+Example:
+    >>> from pnd.cli import main
+    >>> main(["explain", "clip.mp4", "--alpha", "1.0", "--out", "why"])  # doctest: +SKIP
+    0
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from ..explain import Explanation
+from ..extras import pyplot
+from ..video import FRAME_SUFFIXES
+
+SCALE = 2.0  # |shift| (nats) shown at full colour
+VIEWS = (("plain", "plain decoding"), ("normalized", "prior-normalized decoding"))
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("visual", help="a video file, a folder of frames, or an image file (png, jpg, ...)")
+    parser.add_argument("--prompt", help='the instruction (default "Describe the video." / "Describe the image.")')
+    parser.add_argument("--model", help="Hugging Face id or local folder (default: the bundled demo model)")
+    parser.add_argument("--alpha", type=float, default=0.5, help="weight of the prior in [0, 1] (default 0.5)")
+    parser.add_argument("--plausibility", type=_optional_float, default=0.1,
+                        help="drop tokens below this share of the top token's probability (default 0.1; 'none': off)")
+    parser.add_argument("--frames", type=int, default=8, help="frames sampled uniformly from a video (default 8)")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--top-k", type=int, default=5, help="alternatives listed per token (default 5)")
+    parser.add_argument("--out", default="pnd_explain", help="output folder (default pnd_explain)")
+    parser.add_argument("--device", default="cpu")
+
+
+def _optional_float(text: str) -> float | None:
+    return None if text.lower() == "none" else float(text)
+
+
+def run(args) -> int:
+    from ..demo import DEMO_MODEL
+    from ..explain import explain
+    from ..loading import load_model
+    from ..logits_processor import PriorNormalized
+    from ..paired import attach
+    from ..prompts import video_prompt
+    from ..video import VideoReadError, read_video
+
+    try:
+        PriorNormalized(args.alpha, plausibility=args.plausibility)  # bad values fail before the model loads
+        path = Path(args.visual)
+        is_image = path.is_file() and path.suffix.lower() in FRAME_SUFFIXES
+        visual = _read_image(path) if is_image else read_video(path, args.frames)
+    except (ValueError, OSError) as error:
+        raise SystemExit(f"pnd explain: {error}") from error
+    modality = "image" if is_image else "video"
+    instruction = args.prompt or f"Describe the {modality}."
+    model, processor = load_model(args.model or str(DEMO_MODEL), args.device)
+    text = video_prompt(processor, instruction, modality)
+    inputs = processor(text=[text], **{f"{modality}s": [visual]}, return_tensors="pt")
+    result = explain(attach(model), processor, inputs, args.alpha, max_new_tokens=args.max_new_tokens,
+                     top_k=args.top_k, plausibility=args.plausibility)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    title = f"{path.name}: {instruction}"
+    record = {"visual": str(path), "prompt": instruction, "model": args.model or "pnd demo model", **result.to_dict()}
+    (out / "explain.json").write_text(json.dumps(record, indent=1) + "\n")
+    (out / "explain.html").write_text(page(result, title))
+    picture(result, title, out / "explain.png")
+    print(f"plain:      {result.plain_text}\nnormalized: {result.normalized_text}  (alpha {args.alpha})")
+    print(f"pnd explain: wrote {out}/explain.html, explain.png, explain.json")
+    return 0
+
+
+def _read_image(path: Path):
+    from PIL import Image
+
+    return Image.open(path).convert("RGB")
+
+
+def colour(shift: float) -> tuple[int, int, int]:
+    """Red for a token the prior pushed down, blue for one it pushed up; white when it did not move."""
+    strength = min(abs(shift) / SCALE, 1.0)
+    fade = int(255 * (1 - 0.75 * strength))
+    return (255, fade, fade) if shift < 0 else (fade, fade, 255)
+
+
+def _numbers(token) -> str:
+    lines = [f"log P(w|v) = {token.conditional:.3f}", f"log P(w) = {token.prior:.3f}",
+             f"normalized = {token.normalized:.3f}", f"shift = {token.shift:+.3f}"]
+    for view, alternatives in token.top.items():
+        lines.append(f"top {view}: " + ", ".join(f"{a.text!r} {a.value:.2f}" for a in alternatives))
+    return "\n".join(lines)
+
+
+def page(result: Explanation, title: str) -> str:
+    """A self-contained HTML page (inline style, no script, no external resource) of the explanation."""
+    rows = []
+    for view, label in VIEWS:
+        tokens = getattr(result, view)
+        spans = "".join(
+            f'<span class="token{" parted" if step == result.parted_at else ""}" data-view="{view}" '
+            f'data-step="{step}" data-token-id="{t.token_id}" style="background: rgb{colour(t.shift)}" '
+            f'title="{html.escape(_numbers(t))}">{html.escape(t.text)}</span>'
+            for step, t in enumerate(tokens))
+        rows.append(f'<h2>{label}</h2>\n<p class="answer" id="{view}">{spans}</p>')
+    parted = "the two decodings agree" if result.parted_at is None else f"they part at step {result.parted_at}"
+    table = "".join(
+        f"<tr><td>{step}</td>" + "".join(
+            f"<td>{html.escape(t.text)}</td><td>{t.conditional:.3f}</td><td>{t.prior:.3f}</td><td>{t.shift:+.3f}</td>"
+            if t else "<td></td>" * 4 for t in pair) + "</tr>"
+        for step, pair in enumerate(_pairs(result)))
+    heads = "".join(f"<th>{v} token</th><th>log P(w|v)</th><th>log P(w)</th><th>shift</th>" for v, _ in VIEWS)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>pnd explain: {html.escape(title)}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; max-width: 60em; }}
+.answer {{ font-family: monospace; font-size: 1.4em; line-height: 2; }}
+.token {{ white-space: pre; padding: 0.15em 0.05em; border: 1px solid #ccc; }}
+.token.parted {{ outline: 2px solid black; }}
+table {{ border-collapse: collapse; font-size: 0.9em; }} td, th {{ border: 1px solid #ccc; padding: 0.2em 0.5em; }}
+td {{ white-space: pre; font-family: monospace; }}
+</style></head><body>
+<h1>pnd explain</h1>
+<p>{html.escape(title)}<br>alpha {result.alpha}, plausibility {result.plausibility}; {parted} (outlined).
+Colour: how far the prior pushed each token down (<span style="background: rgb{colour(-SCALE)}">red</span>)
+or up (<span style="background: rgb{colour(SCALE)}">blue</span>) among its alternatives
+(shift = log_softmax(normalized)[w] - log P(w|v)). Hover a token for its numbers.</p>
+{chr(10).join(rows)}
+<h2>Numbers</h2>
+<table><tr><th>step</th>{heads}</tr>{table}</table>
+</body></html>
+"""
+
+
+def _pairs(result: Explanation):
+    longest = max(len(result.plain), len(result.normalized))
+    return [[tokens[k] if k < len(tokens) else None for tokens in (result.plain, result.normalized)]
+            for k in range(longest)]
+
+
+def picture(result: Explanation, title: str, path: Path, per_line: int = 64) -> None:
+    """The page's coloured tokens as a PNG: one block per decoding, `per_line` characters per line.
+
+    Under each token that moved by 0.05 nats or more, its shift.
+    """
+    plt = pyplot()
+
+    lines = {view: _wrap(getattr(result, view), per_line) for view, _ in VIEWS}
+    height = 1.6 * sum(len(v) for v in lines.values()) + 1.2 * len(VIEWS) + 1
+    fig, ax = plt.subplots(figsize=(0.095 * per_line + 0.4, 0.3 * height + 0.3))
+    ax.set(xlim=(0, per_line + 1), ylim=(height, 0))
+    ax.axis("off")
+    ax.text(0, 0.5, title + f"  (alpha {result.alpha}; red: pushed down by the prior, blue: pushed up)",
+            fontsize=8, va="center")
+    row = 0.6
+    for view, label in VIEWS:
+        row += 1.2
+        ax.text(0, row, label, fontsize=10, weight="bold", va="center")
+        for line in lines[view]:
+            row += 1.2
+            for column, step, token in line:
+                parted = step == result.parted_at
+                box = dict(facecolor=[c / 255 for c in colour(token.shift)], edgecolor="black" if parted else "0.8",
+                           linewidth=1.5 if parted else 0.5, pad=2)
+                ax.text(column + 0.5, row, token.text.replace("\n", "\\n"), family="monospace", fontsize=11,
+                        va="center", bbox=box)
+                if abs(token.shift) >= 0.05:
+                    ax.text(column + 0.5, row + 0.75, f"{token.shift:+.2f}", fontsize=6, va="center", color="0.3")
+            row += 0.4
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _wrap(tokens, per_line: int) -> list[list[tuple[int, int, object]]]:
+    """Tokens as lines of (column, step, token), breaking before a token that would pass `per_line`."""
+    lines, column = [[]], 0
+    for step, token in enumerate(tokens):
+        width = len(token.text) + 1.5
+        if column and column + width > per_line:
+            lines.append([])
+            column = 0
+        lines[-1].append((column, step, token))
+        column += width
+    return lines
