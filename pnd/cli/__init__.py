@@ -4,6 +4,7 @@
     pnd models        # the supported model types
     pnd retrieve ...  # rank captions for videos with prior normalization (pnd retrieve --help)
     pnd caption ...   # caption videos with prior-normalized decoding (pnd caption --help)
+    pnd merge ...     # merge the part files of an unfinished pnd caption job into its --out
     pnd demo          # the effect, measured offline on the bundled demo model
 """
 
@@ -21,10 +22,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"pnd {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("models", help="list the supported Hugging Face model types")
-    from . import caption, demo, retrieve
+    from . import caption, demo, merge, retrieve
 
     subcommands = {"retrieve": (retrieve, "rank captions for videos (and videos for captions)"),
                    "caption": (caption, "caption videos with prior-normalized decoding"),
+                   "merge": (merge, "merge the part files of an unfinished pnd caption job into its --out"),
                    "demo": (demo, "measure the effect offline on the bundled demo model")}
     for name, (module, summary) in subcommands.items():
         module.add_arguments(commands.add_parser(name, help=summary, description=module.__doc__,
