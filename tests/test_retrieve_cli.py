@@ -143,3 +143,22 @@ def test_bad_first_stage_matrices_are_refused_before_any_model_loads(setup, tmp_
         write_first_stage(path, value)
     with pytest.raises(SystemExit, match=message):
         main_retrieve(setup, "--out", tmp_path / "out", "--first-stage", path)
+
+
+@pytest.mark.parametrize("extra", [[], ["--first-stage", "first.npy", "--top-k", "2"]], ids=["full", "rerank"])
+def test_two_processes_under_torchrun_give_the_single_process_matrix_and_metrics(setup, extra):
+    np.save(setup / "first.npy", np.arange(12, dtype=np.float32).reshape(4, 3) % 5)
+    extra = [str(setup / e) if e.endswith(".npy") else e for e in extra]
+    assert main_retrieve(setup, "--reduction", "sum", "--out", setup / "one", *extra) == 1  # broken.mp4
+    torchrun = [str(SCRIPT.with_name("torchrun")), "--nproc_per_node", "2", "-m", "pnd.cli", "retrieve"]
+    result = subprocess.run([*torchrun, str(setup / "videos"), "--captions", str(setup / "captions.jsonl"), "--model",
+                             str(setup / "model"), "--frames", "4", "--reduction", "sum", "--out", str(setup / "two"),
+                             *extra], capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "broken.mp4: cannot be decoded" in result.stderr, result.stderr
+    one, two = torch.load(setup / "one" / "scores.pt"), torch.load(setup / "two" / "scores.pt")
+    assert one.keys() == two.keys() and one["videos"] == two["videos"] == ["v0.mp4", "v1.mp4", "v2.mp4"]
+    for key in one:
+        if torch.is_tensor(one[key]):
+            torch.testing.assert_close(two[key], one[key], atol=1e-4, rtol=1e-4)
+    assert (setup / "two" / "metrics.md").read_text() == (setup / "one" / "metrics.md").read_text()
+    assert sorted(p.name for p in (setup / "two").iterdir()) == ["metrics.md", "rankings.jsonl", "scores.pt"]

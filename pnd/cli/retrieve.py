@@ -113,9 +113,6 @@ def check_arguments(args) -> None:
 
 
 def run(args) -> int:
-    from ..loading import load_model
-    from ..scoring import CaptionScorer
-
     check_arguments(args)
     captions, caption_videos = read_captions(Path(args.captions))
     paths = list_videos(args.videos)
@@ -123,34 +120,79 @@ def run(args) -> int:
         fail(f"--aligned pairs the i-th caption with the i-th video, but there are {len(captions)} caption(s) and "
              f"{len(paths)} video(s).")
     first = load_first_stage(args.first_stage, (len(paths), len(captions))) if args.first_stage else None
+    launch = Launch.from_env()
+    launch.start()
+    try:
+        rows = score_rows(args, paths, launch.shard(list(range(len(paths)))), captions, first, launch.local_rank)
+        if launch.world_size > 1:
+            rows = gather_rows(Path(args.out), rows, launch)
+            if rows is None:
+                return 0
+        if not len(rows["index"]):
+            print("pnd retrieve: no readable video", file=sys.stderr)
+            return 1
+        return report(args, paths, captions, caption_videos, rows)
+    finally:
+        launch.stop()
+
+
+def score_rows(args, paths: list[Path], indices: list[int], captions: list[str], first, local_rank: int) -> dict:
+    """Score matrix rows of the listed videos `indices`: {"index": the readable ones, matrices..., "failed", "lengths"}."""
+    from ..loading import load_model
+    from ..scoring import CaptionScorer
+
     videos, failed = [], []
-    for path in paths:
+    for i in indices:
         try:
-            videos.append((path, read_video(path, args.frames)))
+            videos.append((i, read_video(paths[i], args.frames)))
         except VideoReadError as error:
             print(f"pnd retrieve: skipped {error}", file=sys.stderr)
-            failed.append(path)
+            failed.append(str(paths[i]))
+    kept = torch.tensor([i for i, _ in videos], dtype=torch.long)
+    keys = ("normalized", "first_stage") if first is not None else ("normalized", "conditional", "prior")
+    rows = {"index": kept, "failed": failed, "lengths": None, **{k: torch.empty(0, len(captions)) for k in keys}}
     if not videos:
-        print("pnd retrieve: no readable video", file=sys.stderr)
-        return 1
-    names = [p.name for p, _ in videos]
-    kept = torch.tensor([paths.index(p) for p, _ in videos])
-    model, processor = load_model(args.model, pick_device(args.device, Launch.from_env().local_rank), load_in_4bit=args.load_in_4bit, load_in_8bit=args.load_in_8bit)
+        return rows
+    model, processor = load_model(args.model, pick_device(args.device, local_rank), load_in_4bit=args.load_in_4bit,
+                                  load_in_8bit=args.load_in_8bit)
     scorer = CaptionScorer(model, processor, alpha=args.alpha, reduction=args.reduction, prompt=args.prompt,
                            batch_size=args.batch_size, progress=True)
     clips = [v for _, v in videos]
+    rows["lengths"] = [len(scorer.caption_ids(c)) for c in captions]
     if first is not None:
-        first = first[kept]
-
         def score_fn(query, chosen):
             return scorer.score([clips[query]], [captions[c] for c in chosen])[0]
-        normalized = rerank(first, args.top_k, score_fn, args.fuse)
-        matrices = {"normalized": normalized, "first_stage": first}
+        rows.update(normalized=rerank(first[kept], args.top_k, score_fn, args.fuse), first_stage=first[kept])
     else:
-        parts = scorer.score(clips, captions, return_parts=True)
-        matrices = parts._asdict()
-        normalized = parts.normalized
+        rows.update(scorer.score(clips, captions, return_parts=True)._asdict())
+    return rows
 
+
+def gather_rows(out: Path, rows: dict, launch) -> dict | None:
+    """Every rank's rows, in the listed order, on rank 0 (None on the others): part files in --out, a barrier."""
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(rows, out / f"scores.part-{launch.rank:05d}.pt")
+    launch.barrier()
+    if launch.rank != 0:
+        return None
+    parts = [out / f"scores.part-{rank:05d}.pt" for rank in range(launch.world_size)]
+    loaded = [torch.load(p) for p in parts]
+    index = torch.cat([r["index"] for r in loaded])
+    order = index.argsort()
+    merged = {k: torch.cat([r[k] for r in loaded])[order] for k in rows if torch.is_tensor(rows[k])}
+    merged["failed"] = [f for r in loaded for f in r["failed"]]
+    merged["lengths"] = next((r["lengths"] for r in loaded if r["lengths"] is not None), None)
+    for p in parts:
+        p.unlink()
+    return merged
+
+
+def report(args, paths: list[Path], captions: list[str], caption_videos: list, rows: dict) -> int:
+    """Write scores.pt, rankings.jsonl, metrics.md (and scores.png) from the rows of every readable video."""
+    kept, failed = rows["index"], rows["failed"]
+    names = [paths[i].name for i in kept.tolist()]
+    matrices = {k: v for k, v in rows.items() if k not in ("index", "failed", "lengths")}
+    normalized = matrices["normalized"]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.save({**matrices, "videos": names, "captions": captions, "alpha": args.alpha}, out / "scores.pt")
@@ -171,7 +213,7 @@ def run(args) -> int:
         (out / "metrics.md").write_text(table + "\n")
         print(table)
     if args.plot and "conditional" in matrices:
-        plot(matrices, [len(scorer.caption_ids(c)) for c in captions], out / "scores.png")
+        plot(matrices, rows["lengths"], out / "scores.png")
     print(f"pnd retrieve: wrote {out}/scores.pt, rankings.jsonl" + (", metrics.md" if targets is not None else ""))
     return 1 if failed else 0
 
