@@ -24,7 +24,7 @@ from typing import NamedTuple
 import torch
 from tqdm.auto import tqdm
 
-from ._compat import cache_from_layers
+from ._compat import attention_implementation, cache_from_layers
 from .architectures import architecture_for
 from .prompts import video_prompt
 from .prior import default_position_ids, masked_prefill
@@ -195,6 +195,37 @@ class CaptionScorer:
         return sums
 
     def _teacher_forced(self, prefix: "Prefix", chunk: list[list[int]]) -> torch.Tensor:
+        config = self.model.config.get_text_config(decoder=True)
+        if attention_implementation(config) == "sdpa" and getattr(config, "sliding_window", None) is None:
+            return self._teacher_forced_packed(prefix, chunk)
+        return self._teacher_forced_batched(prefix, chunk)
+
+    def _teacher_forced_packed(self, prefix: "Prefix", chunk: list[list[int]]) -> torch.Tensor:
+        """Summed log-probs of the captions of `chunk`, packed one after another into one row after the prefix.
+
+        Each caption token attends to the prefix's attended slots and to the tokens of its own caption up to
+        itself, and has the position it has right after the prefix: the same scores as one row per caption,
+        with the prefix's KV held once instead of once per caption (SDPA with a boolean 4-D mask).
+        """
+        device = prefix.first_logits.device
+        lengths = torch.tensor([len(t) for t in chunk], device=device)
+        owner = torch.repeat_interleave(torch.arange(len(chunk), device=device), lengths)
+        starts = torch.cumsum(lengths, 0) - lengths
+        flat = torch.arange(len(owner), device=device)
+        steps = flat - starts[owner]  # each token's place in its caption
+        ids = torch.tensor([token for t in chunk for token in t], device=device)[None]
+        own = (owner[:, None] == owner[None, :]) & (flat[None, :] <= flat[:, None])
+        mask = torch.cat([prefix.attends.expand(len(owner), -1), own], 1)[None, None]
+        cache = cache_from_layers(self.model.config.get_text_config(decoder=True), prefix.layers)
+        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=prefix.next_positions + steps,
+                            past_key_values=cache, use_cache=True).logits[0]
+        before = torch.cat([prefix.first_logits, logits], 0)  # row f + 1: the logits after flat token f
+        predicting = torch.where(steps == 0, 0, flat)  # the row that predicts each token
+        token_logprobs = torch.log_softmax(before[predicting].float(), -1).gather(1, ids[0, :, None])[:, 0]
+        return torch.zeros(len(chunk), device=device).index_add_(0, owner, token_logprobs)
+
+    def _teacher_forced_batched(self, prefix: "Prefix", chunk: list[list[int]]) -> torch.Tensor:
+        """As `_teacher_forced_packed`, one right-padded row per caption over a copy of the prefix's KV each."""
         n, longest = len(chunk), max(len(t) for t in chunk)
         device = prefix.first_logits.device
         ids = torch.zeros(n, longest, dtype=torch.long, device=device)

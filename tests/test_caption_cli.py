@@ -99,16 +99,6 @@ def main_caption(*args):
     return main(["caption", *map(str, args)])
 
 
-@pytest.fixture
-def no_model(monkeypatch):
-    """Any model load fails the test: what is checked here must be refused before."""
-    import pnd.loading
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a model was loaded")
-    monkeypatch.setattr(pnd.loading, "load_model", refuse)
-
-
 @pytest.mark.parametrize("args, message", [
     (["--batch-size", "-1"], "--batch-size must be at least 1, got -1"),
     (["--batch-size", "0"], "--batch-size must be at least 1, got 0"),

@@ -73,15 +73,6 @@ def main_retrieve(setup, *extra, captions=None):
                  "--model", str(setup / "model"), "--frames", "4", *map(str, extra)])
 
 
-@pytest.fixture
-def no_model(monkeypatch):
-    import pnd.loading
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a model was loaded")
-    monkeypatch.setattr(pnd.loading, "load_model", refuse)
-
-
 @pytest.mark.parametrize("args, message", [
     (["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
     (["--frames", "-3"], "--frames must be at least 1, got -3"),

@@ -129,3 +129,17 @@ def test_bad_scorer_arguments(tiny, kwargs, message):
     model, processor = tiny("llava_onevision")
     with pytest.raises(ValueError, match=message):
         pnd.CaptionScorer(model, processor, **kwargs)
+
+
+def test_packed_captions_equal_one_row_per_caption(tiny):
+    """SDPA models score a batch of captions packed into one row over the prefix (its KV held once); eager models
+    take one row per caption over copies of the prefix's KV. Both give the same scores."""
+    model, processor = tiny("llava_onevision")
+    packed = pnd.CaptionScorer(model, processor, batch_size=16).score(VIDEOS, CAPTIONS, return_parts=True)
+    model.set_attn_implementation("eager")
+    try:
+        rows = pnd.CaptionScorer(model, processor, batch_size=16).score(VIDEOS, CAPTIONS, return_parts=True)
+    finally:
+        model.set_attn_implementation("sdpa")
+    for a, b in zip(packed, rows):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)

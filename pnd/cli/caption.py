@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -190,9 +191,15 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
     attach(model)
     if args.compare:
         print(f"| video | plain | normalized (alpha {args.alpha}) |\n|---|---|---|")
+    started, waited = time.perf_counter(), 0.0
     with tqdm(total=len(items), desc=f"pnd caption (rank {launch.rank})", unit="video",
               disable=None if launch.rank == 0 else True) as bar:
-        for batch in batches:
+        while True:
+            wait_start = time.perf_counter()
+            batch = next(batches, None)
+            waited += time.perf_counter() - wait_start
+            if batch is None:
+                break
             readable = []
             for item, frames, error in batch:
                 if error is None:
@@ -205,6 +212,9 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
                     tqdm.write(f"| {Path(record['video']).name} | {record['plain']} | {record['caption']} |")
                 part.write(record)
             bar.update(len(batch))
+    elapsed = time.perf_counter() - started
+    print(f"pnd caption: rank {launch.rank}: {len(items)} video(s) in {elapsed:.2f} s after the model loaded, "
+          f"{waited:.2f} s ({100 * waited / elapsed:.0f}%) waiting for decoded video", file=sys.stderr)
 
 
 def caption_records(model, processor, batch: list[tuple[Item, torch.Tensor]], args) -> list[dict]:
