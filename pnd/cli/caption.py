@@ -146,7 +146,7 @@ def caption_shard(args, out: Path, items: list[Item], launch: Launch) -> int:
         return 130
     launch.barrier()  # every part is complete
     if launch.rank == 0:
-        total = merge(out)
+        total = merge(out, order=[item.id for item in items])
         print(f"pnd caption: {out} holds {total} caption(s)"
               + (f"; {len(failed)} video(s) of rank 0 failed: {', '.join(failed)}" if failed else ""), file=sys.stderr)
     elif failed:

@@ -154,8 +154,10 @@ class PartWriter:
         self.close()
 
 
-def merge(out: Path) -> int:
+def merge(out: Path, order: list[str] | None = None) -> int:
     """Fold the part files into `out` (each id once, `out`'s records first) and remove them.
+
+    `order` (ids, e.g. the inputs as listed) sorts the records from the parts; ids not in it go last.
 
     Returns:
         The number of records in `out` afterwards.
@@ -169,12 +171,15 @@ def merge(out: Path) -> int:
         for part in parts:
             handles.append(open(part, "a"))
             _lock(handles[-1], part)
-        records, seen = [], set()
-        for path in ([out] if out.exists() else []) + parts:
-            for record in read_records(path, quiet=True):
+        records = read_records(out, quiet=True) if out.exists() else []
+        seen = {record_id(r) for r in records}
+        added = {}
+        for part in parts:
+            for record in read_records(part, quiet=True):
                 if record_id(record) not in seen:
-                    seen.add(record_id(record))
-                    records.append(record)
+                    added.setdefault(record_id(record), record)
+        rank = {id: i for i, id in enumerate(order or [])}
+        records += sorted(added.values(), key=lambda r: rank.get(record_id(r), len(rank)))
         unfinished = out.exists() and out.suffix != ".parquet" and not out.read_bytes().endswith(b"\n")
         if parts or not out.exists() or unfinished and out.stat().st_size:
             write_records(out, records)
