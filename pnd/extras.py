@@ -2,7 +2,8 @@
 
 The core (`pnd.PriorNormalized`, `pnd.attach`, `pnd.CaptionScorer`) needs torch, transformers and accelerate
 only. The rest comes with extras: `pnd[video]` (PyAV: reading and writing video files), `pnd[eval]`
-(lmms-eval), `pnd[quant]` (bitsandbytes: 4-/8-bit loading), `pnd[plot]` (matplotlib), `pnd[all]`.
+(lmms-eval), `pnd[quant]` (bitsandbytes: 4-/8-bit loading), `pnd[plot]` (matplotlib), `pnd[parquet]`
+(pyarrow: Parquet manifests and outputs of `pnd caption`), `pnd[all]`.
 
 Example:
     >>> from pnd.extras import require
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 
-EXTRAS = {"video": "PyAV", "eval": "lmms-eval", "quant": "bitsandbytes", "plot": "matplotlib"}
+EXTRAS = {"video": "PyAV", "eval": "lmms-eval", "quant": "bitsandbytes", "plot": "matplotlib", "parquet": "pyarrow"}
 
 
 class MissingExtra(ImportError):
@@ -26,7 +27,7 @@ def require(module: str, extra: str):
 
     Args:
         module: the module to import, e.g. "av".
-        extra: the pnd extra that installs it: one of "video", "eval", "quant", "plot".
+        extra: the pnd extra that installs it: one of "video", "eval", "quant", "plot", "parquet".
 
     Returns:
         The imported module.

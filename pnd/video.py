@@ -72,6 +72,10 @@ def read_video(path: str | Path, frames: int = 8) -> torch.Tensor:
     if not images:
         raise VideoReadError(f"{path}: contains no frames.")
     chosen = [images[i] for i in uniform_indices(len(images), frames)]
+    sizes = sorted({image.shape[:2] for image in chosen})
+    if len(sizes) > 1:
+        raise VideoReadError(f"{path}: frames have different sizes {', '.join(f'{h}x{w}' for h, w in sizes)}; "
+                             "resize them to one size.")
     return torch.from_numpy(np.stack(chosen)).permute(0, 3, 1, 2).contiguous()
 
 
@@ -116,19 +120,28 @@ def write_video(path: str | Path, frames: torch.Tensor, fps: int = 8) -> None:
         container.mux(stream.encode())
 
 
+def _is_frame_folder(path: Path) -> bool:
+    return path.is_dir() and any(p.suffix.lower() in FRAME_SUFFIXES for p in path.iterdir())
+
+
 def list_videos(paths: list[str | Path]) -> list[Path]:
-    """Expand folders into the video files and frame folders they hold (sorted); keep files as given.
+    """Expand folder trees into the video files and frame folders they hold (sorted); keep files as given.
 
     Args:
-        paths: files and folders; a folder that holds frame images is itself one video.
+        paths: files and folders. A folder that holds images is one video (its frames); any other folder is
+            searched, subfolders included.
 
     Returns:
         The videos, as paths.
     """
     found = []
     for path in map(Path, paths):
-        if path.is_dir() and not any(p.suffix.lower() in FRAME_SUFFIXES for p in path.iterdir()):
-            found += sorted(p for p in path.iterdir() if p.suffix.lower() in VIDEO_SUFFIXES or p.is_dir())
+        if path.is_dir() and not _is_frame_folder(path):
+            for child in sorted(path.iterdir()):
+                if child.is_dir():
+                    found += list_videos([child])
+                elif child.suffix.lower() in VIDEO_SUFFIXES:
+                    found.append(child)
         else:
             found.append(path)
     return found

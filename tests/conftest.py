@@ -28,3 +28,13 @@ def tiny():
     yield get
     for model in used:
         pnd.detach(model)
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Any `pnd.loading.load_model` call fails the test: what it checks must be refused before a model loads."""
+    import pnd.loading
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+    monkeypatch.setattr(pnd.loading, "load_model", refuse)

@@ -45,3 +45,13 @@ def test_token_check_is_not_vacuous():
 def test_7b_shapes(arch, billions):
     model = bench_decode.build_model(arch, "7b", device="meta", dtype=torch.bfloat16)
     assert abs(sum(p.numel() for p in model.parameters()) / 1e9 - billions) < 0.1
+
+
+def test_caption_benchmark_runs_each_setting(tmp_path):
+    import bench_caption
+
+    out = tmp_path / "RESULTS.md"
+    table = bench_caption.main(["--videos", "2", "--frames-per-video", "4", "--side", "32", "--max-new-tokens", "2",
+                                "--settings", "1x0,1x1", "--out", str(out)])
+    assert list(table) == [(1, 0), (1, 1)] and all(r["videos_per_s"] > 0 for r in table.values())
+    assert "| 1 | 1 |" in out.read_text()

@@ -1,12 +1,17 @@
-"""`pnd caption` through the real console script, on the bundled demo model and real video files.
+"""`pnd caption` through the real console script (and `pnd.cli.main`), on the bundled demo model and real video files.
 
 Captions are checked against `model.generate` with `PriorNormalized` run here on the same frames.
 """
 
+import csv
 import json
+import os
 import pathlib
+import re
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -44,13 +49,13 @@ def reference():
     model, processor = load_demo_model()
     pnd.attach(model)
 
-    def run(path, alpha, plausibility=None):
+    def run(path, alpha, plausibility=None, prompt="Describe the video.", max_new_tokens=32):
         prompt = processor.apply_chat_template(
-            [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "Describe the video."}]}],
+            [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": prompt}]}],
             add_generation_prompt=True)
         inputs = processor(text=[prompt], videos=[read_video(path, 8)], return_tensors="pt")
         extra = {} if alpha is None else {"logits_processor": [pnd.PriorNormalized(alpha, plausibility=plausibility)]}
-        out = model.generate(**inputs, max_new_tokens=32, do_sample=False, **extra)
+        out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, **extra)
         return processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
     return run
 
@@ -69,7 +74,7 @@ def test_jsonl_named_failure_and_resume(videos, reference, tmp_path):
     lines = out.read_text().splitlines(keepends=True)
     out.write_text(json.dumps({**rows[0], "caption": "KEPT"}) + "\n" + lines[1][:10])
     again = caption(videos / "videos", "--alpha", 0.5, "--plausibility", 0.1, "--out", out)
-    assert again.returncode == 1 and "already has 1 video(s)" in again.stderr and "unfinished last line" in again.stderr
+    assert again.returncode == 1 and "already has 1 of these video(s)" in again.stderr and "unfinished last line" in again.stderr
     resumed = records(out)
     assert [pathlib.Path(r["video"]).name for r in resumed] == ["a.mp4", "b.webm", "c.mp4"]
     assert resumed[0]["caption"] == "KEPT" and resumed[1:] == rows[1:]
@@ -82,5 +87,157 @@ def test_compare_and_missing_file(videos, reference, tmp_path):
     assert result.returncode == 1 and "missing.mp4: no such file" in result.stderr
     [row] = records(out)
     plain, normalized = reference(str(video), None), reference(str(video), 1.0)
-    assert row == {"video": str(video), "caption": normalized, "alpha": 1.0, "plain": plain}
+    assert row == {"id": str(video.resolve()), "video": str(video), "caption": normalized, "alpha": 1.0,
+                   "prompt": "Describe the video.", "model": "pnd-demo", "plain": plain}
     assert f"| a.mp4 | {plain} | {normalized} |" in result.stdout
+
+
+def main_caption(*args):
+    """`pnd caption` in this process (fast: no interpreter start)."""
+    from pnd.cli import main
+
+    return main(["caption", *map(str, args)])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--batch-size", "-1"], "--batch-size must be at least 1, got -1"),
+    (["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
+    (["--frames", "0"], "--frames must be at least 1, got 0"),
+    (["--frames", "-3"], "--frames must be at least 1, got -3"),
+    (["--max-new-tokens", "0"], "--max-new-tokens must be at least 1, got 0"),
+    (["--workers", "-1"], "--workers must be 0"),
+    (["--alpha", "2"], "alpha must be"),
+    (["--load-in-4bit", "--load-in-8bit"], "choose one of --load-in-4bit and --load-in-8bit"),
+])
+def test_bad_arguments_are_refused_before_any_model_loads(videos, tmp_path, no_model, args, message):
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        main_caption(videos / "videos" / "a.mp4", "--out", tmp_path / "c.jsonl", *args)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("text", ["l1\nl2", "l1", "l1\n", '{"video": "a.mp4"}\n', "\x80\x81"])
+def test_an_out_that_is_not_a_captions_file_is_refused_untouched(videos, tmp_path, no_model, text):
+    out = tmp_path / "notes.txt"
+    out.write_bytes(text.encode("latin-1"))
+    with pytest.raises(SystemExit, match="is not a caption"):
+        main_caption(videos / "videos" / "a.mp4", "--out", out)
+    assert out.read_bytes() == text.encode("latin-1") and list(tmp_path.iterdir()) == [out]
+
+
+def test_a_folder_or_read_only_out_is_refused(videos, tmp_path, no_model):
+    with pytest.raises(SystemExit, match="is a folder; name a file"):
+        main_caption(videos / "videos" / "a.mp4", "--out", tmp_path)
+    read_only = tmp_path / "done.jsonl"
+    read_only.write_text("")
+    read_only.chmod(0o444)
+    with pytest.raises(SystemExit, match="done.jsonl is read-only"):
+        main_caption(videos / "videos" / "a.mp4", "--out", read_only)
+    (tmp_path / "locked").mkdir(mode=0o555)
+    with pytest.raises(SystemExit, match="locked is read-only"):
+        main_caption(videos / "videos" / "a.mp4", "--out", tmp_path / "locked" / "c.jsonl")
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_bad_video_never_stops_the_others(videos, reference, tmp_path, capsys, workers):
+    from PIL import Image
+
+    mixed = tmp_path / "mixed"  # a frame folder with two frame sizes
+    mixed.mkdir()
+    for i, size in enumerate([16, 16, 32]):
+        Image.new("RGB", (size, size)).save(mixed / f"{i}.png")
+    a, c = videos / "videos" / "a.mp4", videos / "videos" / "c.mp4"
+    out = tmp_path / "new folder" / "captions.jsonl"  # a missing folder is created
+    code = main_caption(a, mixed, c, "--out", out, "--workers", workers, "--batch-size", 2, "--max-new-tokens", 8)
+    assert code == 1 and "mixed: frames have different sizes" in capsys.readouterr().err
+    rows = records(out)
+    assert [r["video"] for r in rows] == [str(a), str(c)]
+    assert [r["caption"] for r in rows] == [reference(str(v), 0.5, max_new_tokens=8) for v in (a, c)]
+
+
+def test_resume_keys_on_the_resolved_path_from_any_folder(videos, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "captions.jsonl"
+    monkeypatch.chdir(videos)
+    assert main_caption("videos/a.mp4", "./videos/a.mp4", "--out", out, "--max-new-tokens", 4) == 0
+    assert "1 video(s) named more than once" in capsys.readouterr().err
+    monkeypatch.chdir(videos / "videos")
+    assert main_caption("a.mp4", "c.mp4", "--out", out, "--max-new-tokens", 4) == 0
+    assert "already has 1 of these video(s); captioning the other 1" in capsys.readouterr().err
+    assert [r["id"] for r in records(out)] == [str(videos / "videos" / n) for n in ("a.mp4", "c.mp4")]
+    assert main_caption(videos / "videos" / "a.mp4", "--out", out, "--max-new-tokens", 4) == 0
+    assert len(records(out)) == 2
+
+
+def test_a_second_run_on_the_same_out_is_refused(videos, tmp_path, no_model):
+    from pnd.cli.records import PartWriter
+
+    out = tmp_path / "captions.jsonl"
+    with PartWriter(out, rank=0):  # what a running `pnd caption` holds
+        with pytest.raises(SystemExit, match="being written by another running pnd command on the same --out"):
+            main_caption(videos / "videos" / "a.mp4", "--out", out)
+
+
+@pytest.mark.parametrize("manifest", ["jsonl", "csv", "parquet"])
+def test_manifests_with_per_row_prompts_and_parquet_output(videos, reference, tmp_path, manifest):
+    import pyarrow
+    import pyarrow.parquet
+
+    rows = [{"video": "../videos/a.mp4", "prompt": "What colour is it?"},  # relative to the manifest's folder
+            {"video": str(videos / "videos" / "b.webm")}, {"video": "../videos/c.mp4", "id": "clip-c"}]
+    (tmp_path / "m").mkdir()
+    path = tmp_path / "m" / f"manifest.{manifest}"
+    columns = ["video", "prompt", "id"]
+    if manifest == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif manifest == "csv":
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, columns)
+            writer.writeheader()
+            writer.writerows(rows)
+    else:
+        pyarrow.parquet.write_table(pyarrow.Table.from_pylist([{k: r.get(k) for k in columns} for r in rows]), path)
+    os.symlink(videos / "videos", tmp_path / "videos")
+    out = tmp_path / "captions.parquet"
+    assert main_caption(path, "--out", out, "--alpha", 1.0, "--max-new-tokens", 6, "--compare") == 0
+    got = pyarrow.parquet.read_table(out).to_pylist()
+    assert [r["id"] for r in got] == [str(videos / "videos" / "a.mp4"), str(videos / "videos" / "b.webm"), "clip-c"]
+    for row, given in zip(got, rows):
+        prompt = given.get("prompt", "Describe the video.")
+        assert row["prompt"] == prompt and row["model"] == "pnd-demo" and row["alpha"] == 1.0
+        assert row["caption"] == reference(row["video"], 1.0, prompt=prompt, max_new_tokens=6)
+        assert row["plain"] == reference(row["video"], None, prompt=prompt, max_new_tokens=6)
+    assert main_caption(path, "--out", out, "--max-new-tokens", 6) == 0  # resumed from the Parquet file
+    assert pyarrow.parquet.read_table(out).num_rows == 3
+
+
+def test_merge_puts_left_parts_into_out_each_video_once(tmp_path):
+    out = tmp_path / "captions.jsonl"
+    record = {"id": "/v/a.mp4", "video": "a.mp4", "caption": "x", "alpha": 0.5}
+    out.write_text(json.dumps(record) + "\n")
+    (tmp_path / "captions.jsonl.part-00000").write_text(json.dumps(record) + "\n" + json.dumps({**record, "id": "/v/b.mp4"}) + "\n")
+    (tmp_path / "captions.jsonl.part-00003").write_text(json.dumps({**record, "id": "/v/c.mp4"}) + "\n" + '{"id": "/v/d')
+    result = subprocess.run([SCRIPT, "merge", "--out", out], capture_output=True, text=True)
+    assert result.returncode == 0 and "merged 2 part file(s)" in result.stderr, result.stderr
+    assert [r["id"] for r in records(out)] == ["/v/a.mp4", "/v/b.mp4", "/v/c.mp4"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["captions.jsonl"]
+
+
+def test_sigint_stops_cleanly_and_says_how_to_resume(videos, tmp_path):
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(40):  # hard links: distinct paths, so distinct videos
+        os.link(videos / "videos" / "a.mp4", many / f"{i:02d}.mp4")
+    out = tmp_path / "captions.jsonl"
+    process = subprocess.Popen([SCRIPT, "caption", many, "--out", out, "--batch-size", "1", "--workers", "1"],
+                               stderr=subprocess.PIPE, text=True)
+    part = tmp_path / "captions.jsonl.part-00000"
+    deadline = time.time() + 120
+    while not (part.exists() and part.read_text().count("\n") >= 2) and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    stderr = process.communicate(timeout=60)[1]
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr
+    assert "interrupted" in stderr and "Run the same command again" in stderr
+    kept = records(part)
+    assert 2 <= len(kept) < 40
+    assert main_caption(many, "--out", out, "--max-new-tokens", 32) == 0
+    assert sorted(r["video"] for r in records(out)) == sorted(str(p) for p in many.iterdir())

@@ -179,8 +179,8 @@ def test_bad_model_args_say_what_to_do(root):
         PndQwen2VL(pretrained=path)
     with pytest.raises(TypeError, match=r"unknown model_args \['frames'\]"):
         PndHf(pretrained=path, frames=4)
-    with pytest.raises(ValueError, match="use --batch_size 1"):
-        PndHf(pretrained=path, batch_size=4)
+    with pytest.raises(ValueError, match="--batch_size must be a positive integer"):
+        PndHf(pretrained=path, batch_size=0)
     with pytest.raises(ValueError, match="alpha must be a finite number in"):
         PndHf(pretrained=path, alpha=2)
 
@@ -220,3 +220,22 @@ def test_pnd_qwen2_vl_in_process_equals_the_reference(tmp_path):
     inputs = reference.inputs(question, image=image)
     assert generated == [reference.generate(inputs, ALPHA, steps=4)]
     np.testing.assert_allclose([loss for loss, _ in losses], [reference.loss(inputs, c, ALPHA) for c in choices], atol=1e-4)
+
+
+def test_generate_until_in_batches_gives_what_one_document_at_a_time_gives(root):
+    """Left-padded batches of documents with images of different sizes and prompts of different lengths."""
+    from types import SimpleNamespace
+
+    from pnd.integrations.lmms_eval import PndHf
+
+    model = PndHf(pretrained=str(root / "model"), alpha=ALPHA, device="cpu", batch_size=3)
+    docs = [{"image": mme_image(i).resize((40 + 24 * (i % 3), 48)), "question": "Is it red?" + " Answer." * i}
+            for i in range(5)]
+    model.task_dict = {"t": {"test": docs}}
+    greedy_kwargs, longer = {"max_new_tokens": 6, "until": ["\n\n"]}, {"max_new_tokens": 8, "until": ["\n\n"]}
+    requests = [SimpleNamespace(args=(doc["question"], greedy_kwargs if i < 4 else longer, lambda d: [d["image"]], i,
+                                      "t", "test")) for i, doc in enumerate(docs)]
+    batched = model.generate_until(requests)
+    model.batch_size_per_gpu = 1
+    assert batched == model.generate_until(requests)
+    assert len(set(batched)) > 1, "the documents should not all give the same text"

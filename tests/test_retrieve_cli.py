@@ -1,6 +1,7 @@
 """`pnd retrieve` through the real console script, on a tiny model saved to disk and real mp4 files."""
 
 import json
+import re
 import pathlib
 import subprocess
 import sys
@@ -64,3 +65,92 @@ def test_first_stage_reranking(setup):
     assert torch.isinf(saved["normalized"]).sum(1).tolist() == [1, 1, 1]
     assert saved["normalized"][0, 0].isinf()  # broken.mp4's row was dropped: v0 uses row 1 -> top-2 {1, 2}
     assert "reranked" in (setup / "rerank" / "metrics.md").read_text()
+
+
+def main_retrieve(setup, *extra, captions=None):
+    from pnd.cli import main
+
+    return main(["retrieve", str(setup / "videos"), "--captions", str(captions or setup / "captions.jsonl"),
+                 "--model", str(setup / "model"), "--frames", "4", *map(str, extra)])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
+    (["--frames", "-3"], "--frames must be at least 1, got -3"),
+    (["--top-k", "0"], "--top-k must be at least 1, got 0"),
+    (["--alpha", "nan"], "alpha must be a finite number"),
+])
+def test_bad_arguments_are_refused_before_any_model_loads(setup, tmp_path, no_model, args, message):
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        main_retrieve(setup, "--out", tmp_path / "out", *args)
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_out_captions_and_aligned_counts_are_refused_before_any_model_loads(setup, tmp_path, no_model):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit, match="--out .*file is a file"):
+        main_retrieve(setup, "--out", tmp_path / "file")
+    (tmp_path / "locked").mkdir(mode=0o555)
+    with pytest.raises(SystemExit, match="locked is read-only"):
+        main_retrieve(setup, "--out", tmp_path / "locked" / "out")
+    out = ["--out", tmp_path / "out"]
+    (tmp_path / "empty.txt").write_text("\n\n")
+    with pytest.raises(SystemExit, match="empty.txt holds no caption"):
+        main_retrieve(setup, *out, captions=tmp_path / "empty.txt")
+    (tmp_path / "blank.jsonl").write_text('{"caption": "a dog"}\n\n{"caption": ""}\n')
+    with pytest.raises(SystemExit, match=r"blank.jsonl, line 3: the caption '' is empty"):
+        main_retrieve(setup, *out, captions=tmp_path / "blank.jsonl")
+    (tmp_path / "bad.jsonl").write_text('{"caption": "a dog"}\n["a cat"]\n')
+    with pytest.raises(SystemExit, match=r"bad.jsonl, line 2 is not a JSON object with a 'caption'"):
+        main_retrieve(setup, *out, captions=tmp_path / "bad.jsonl")
+    with pytest.raises(SystemExit, match="no such file"):
+        main_retrieve(setup, *out, captions=tmp_path / "missing.txt")
+    (tmp_path / "two.txt").write_text("a dog\na cat\n")
+    with pytest.raises(SystemExit, match=r"there are 2 caption\(s\) and 4 video\(s\)"):
+        main_retrieve(setup, *out, "--aligned", captions=tmp_path / "two.txt")
+    assert not (tmp_path / "out").exists()
+
+
+def write_first_stage(path, value):
+    if path.suffix == ".npy":
+        np.save(path, value)
+    elif isinstance(value, str):
+        path.write_text(value)
+    else:
+        torch.save(value, path)
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("nan.npy", np.full((4, 3), np.nan, dtype=np.float32), "has 12 NaN or infinite value"),
+    ("extra_rows.npy", np.zeros((5, 3), dtype=np.float32), r"is \(5, 3\); it must be \(4, 3\)"),
+    ("vector.pt", torch.zeros(12), r"holds a \(12,\) torch.float32 tensor; it must be a 2-D matrix"),
+    ("bools.pt", torch.zeros(4, 3, dtype=torch.bool), "torch.bool tensor"),
+    ("dict.pt", {"sims": torch.zeros(4, 3)}, "holds dict"),
+    ("text.npy", "not numpy", "cannot be read"),
+    ("missing.npy", None, "cannot be read"),
+])
+def test_bad_first_stage_matrices_are_refused_before_any_model_loads(setup, tmp_path, no_model, name, value, message):
+    path = tmp_path / name
+    if value is not None:
+        write_first_stage(path, value)
+    with pytest.raises(SystemExit, match=message):
+        main_retrieve(setup, "--out", tmp_path / "out", "--first-stage", path)
+
+
+@pytest.mark.parametrize("extra", [[], ["--first-stage", "first.npy", "--top-k", "2"]], ids=["full", "rerank"])
+def test_two_processes_under_torchrun_give_the_single_process_matrix_and_metrics(setup, extra):
+    np.save(setup / "first.npy", np.arange(12, dtype=np.float32).reshape(4, 3) % 5)
+    extra = [str(setup / e) if e.endswith(".npy") else e for e in extra]
+    assert main_retrieve(setup, "--reduction", "sum", "--out", setup / "one", *extra) == 1  # broken.mp4
+    torchrun = [str(SCRIPT.with_name("torchrun")), "--nproc_per_node", "2", "-m", "pnd.cli", "retrieve"]
+    result = subprocess.run([*torchrun, str(setup / "videos"), "--captions", str(setup / "captions.jsonl"), "--model",
+                             str(setup / "model"), "--frames", "4", "--reduction", "sum", "--out", str(setup / "two"),
+                             *extra], capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "broken.mp4: cannot be decoded" in result.stderr, result.stderr
+    one, two = torch.load(setup / "one" / "scores.pt"), torch.load(setup / "two" / "scores.pt")
+    assert one.keys() == two.keys() and one["videos"] == two["videos"] == ["v0.mp4", "v1.mp4", "v2.mp4"]
+    for key in one:
+        if torch.is_tensor(one[key]):
+            torch.testing.assert_close(two[key], one[key], atol=1e-4, rtol=1e-4)
+    assert (setup / "two" / "metrics.md").read_text() == (setup / "one" / "metrics.md").read_text()
+    assert sorted(p.name for p in (setup / "two").iterdir()) == ["metrics.md", "rankings.jsonl", "scores.pt"]

@@ -129,3 +129,20 @@ def test_bad_scorer_arguments(tiny, kwargs, message):
     model, processor = tiny("llava_onevision")
     with pytest.raises(ValueError, match=message):
         pnd.CaptionScorer(model, processor, **kwargs)
+
+
+def test_packed_captions_equal_one_row_per_caption(tiny):
+    """SDPA models score a batch of captions packed into one row over the prefix (its KV held once); with
+    pack_captions=False, and on eager models, one row per caption over copies of the prefix's KV. Same scores."""
+    from pnd.testing import tiny_model
+
+    model, processor = tiny("llava_onevision")
+    packed = pnd.CaptionScorer(model, processor, batch_size=16).score(VIDEOS, CAPTIONS, return_parts=True)
+    rows = pnd.CaptionScorer(model, processor, batch_size=16, pack_captions=False).score(VIDEOS, CAPTIONS,
+                                                                                       return_parts=True)
+    eager, _ = tiny_model("llava_onevision")  # a model of its own: the cached one stays SDPA
+    eager.set_attn_implementation("eager")
+    eager_rows = pnd.CaptionScorer(eager, processor, batch_size=16).score(VIDEOS, CAPTIONS, return_parts=True)
+    for a, b, c in zip(packed, rows, eager_rows):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+        torch.testing.assert_close(a, c, atol=1e-5, rtol=0)

@@ -53,3 +53,19 @@ def test_unreadable_and_missing_files_are_named(tmp_path):
         read_video(tmp_path / "broken.mp4")
     with pytest.raises(ValueError):
         read_video(tmp_path / "broken.mp4")
+
+
+def test_a_frame_folder_with_two_frame_sizes_is_a_named_read_error(tmp_path):
+    for i, size in enumerate([8, 8, 16]):
+        Image.fromarray(np.zeros((size, size, 3), dtype=np.uint8)).save(tmp_path / f"{i}.png")
+    with pytest.raises(VideoReadError, match=r"frames have different sizes 8x8, 16x16"):
+        read_video(tmp_path, frames=3)
+
+
+def test_list_videos_walks_a_folder_tree(tmp_path):
+    (tmp_path / "x" / "y" / "frames").mkdir(parents=True)
+    Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(tmp_path / "x" / "y" / "frames" / "0.png")
+    for name in ("x/a.mp4", "x/y/b.webm", "c.mp4", "notes.txt"):
+        (tmp_path / name).write_bytes(b"")
+    assert list_videos([tmp_path]) == [tmp_path / "c.mp4", tmp_path / "x/a.mp4", tmp_path / "x/y/b.webm",
+                                       tmp_path / "x/y/frames"]

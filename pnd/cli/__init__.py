@@ -4,6 +4,7 @@
     pnd models        # the supported model types
     pnd retrieve ...  # rank captions for videos with prior normalization (pnd retrieve --help)
     pnd caption ...   # caption videos with prior-normalized decoding (pnd caption --help)
+    pnd merge ...     # merge the part files of an unfinished pnd caption job into its --out
     pnd demo          # the effect, measured offline on the bundled demo model
     pnd explain ...   # why the answer changed: both decodings token by token (pnd explain --help)
 """
@@ -24,10 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"pnd {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("models", help="list the supported Hugging Face model types")
-    from . import caption, demo, explain, retrieve
+    from . import caption, demo, explain, merge, retrieve
 
     subcommands = {"retrieve": (retrieve, "rank captions for videos (and videos for captions)"),
                    "caption": (caption, "caption videos with prior-normalized decoding"),
+                   "merge": (merge, "merge the part files of an unfinished pnd caption job into its --out"),
                    "demo": (demo, "measure the effect offline on the bundled demo model"),
                    "explain": (explain, "show token by token what the prior did to an answer")}
     for name, (module, summary) in subcommands.items():

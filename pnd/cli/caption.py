@@ -1,13 +1,24 @@
-"""`pnd caption`: caption videos with prior-normalized greedy decoding, one JSON line per video.
+"""`pnd caption`: caption videos with prior-normalized greedy decoding, one record per video.
 
-    pnd caption videos/ clip.mp4 --model llava-hf/llava-onevision-qwen2-7b-ov-hf --alpha 0.5 \
-        --out captions.jsonl [--plausibility 0.1] [--frames 8] [--prompt "Describe the video."] [--compare]
+    pnd caption videos/ clip.mp4 list.txt manifest.jsonl --model llava-hf/llava-onevision-qwen2-7b-ov-hf \
+        --alpha 0.5 --out captions.jsonl [--plausibility 0.1] [--frames 8] [--prompt "Describe the video."] [--compare]
+    torchrun --nproc_per_node 8 -m pnd.cli caption ...          # one process per GPU, any number of nodes
+    accelerate launch --num_processes 8 -m pnd.cli caption ...
 
-Without --model the bundled demo model captions (`pnd demo` says what it shows). Each line of --out is
-{"video": path, "caption": ..., "alpha": ...} (with --compare also "plain", the caption without
-normalization). Lines are written as videos finish; videos already in --out are skipped, so running the
-same command again after an interruption only captions the rest. A video that cannot be read is named
-on stderr, left out of --out (a re-run retries it) and makes the exit status 1.
+Inputs: video files, frame folders, folder trees, list files (.txt, one path per line) and manifests
+(.jsonl/.csv/.parquet with a `video` column, optional `prompt` and `id`). Without --model the bundled demo
+model captions (`pnd demo` says what it shows). Each record is {"id", "video", "caption", "alpha", "prompt",
+"model"} (with --compare also "plain", the caption without normalization); --out is JSON lines, or Parquet
+when it ends in .parquet.
+
+Each process (rank) captions every WORLD_SIZE-th video not yet captioned and appends its records to its own
+part file next to --out as they finish (`captions.jsonl.part-00000`, ...); at the end rank 0 merges the parts
+into --out, each video once. Running the same command again after an interruption, a crash or a killed
+rank, with any number of processes, captions only what is missing (the key is the video's resolved path, or
+the manifest's id); `pnd merge --out captions.jsonl` merges the parts of a job that never reached its end.
+Worker processes (--workers) decode videos while the model captions. A video that cannot be read is named
+on stderr, left out of --out (a re-run retries it) and makes the exit status 1. Every argument is checked
+before any model loads.
 
 Example:
     >>> from pnd.cli import main
@@ -17,109 +28,210 @@ Example:
 
 from __future__ import annotations
 
-import json
+import os
+import stat
 import sys
+import time
 from pathlib import Path
 
 import torch
 
 from ..captioning import generate_captions
 from ..logits_processor import PriorNormalized
-from ..video import VideoReadError, list_videos, read_video
+from ..video import VideoReadError, read_video
+from .inputs import InputsError, Item, read_inputs
+from .launch import Launch, pick_device, pick_dtype
+from .records import PartWriter, RecordsError, finished_ids, merge
+
+DEMO_MODEL_ID = "pnd-demo"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("videos", nargs="+", help="video files (mp4, webm, avi, gif, ...), frame folders, or folders of them")
+    parser.add_argument("videos", nargs="+", help="video files (mp4, webm, avi, gif, ...), frame folders, folder trees, "
+                        "list files (.txt) or manifests (.jsonl, .csv, .parquet with a 'video' column)")
     parser.add_argument("--model", help="Hugging Face id or local folder (default: the bundled demo model)")
     parser.add_argument("--alpha", type=float, default=0.5, help="weight of the prior in [0, 1] (default 0.5)")
     parser.add_argument("--plausibility", type=float, help="drop tokens below this share of the top token's probability")
     parser.add_argument("--frames", type=int, default=8, help="frames sampled uniformly per video (default 8)")
-    parser.add_argument("--prompt", default="Describe the video.")
+    parser.add_argument("--prompt", default="Describe the video.", help="instruction (a manifest's 'prompt' wins)")
     parser.add_argument("--compare", action="store_true", help="also decode without normalization; print both")
-    parser.add_argument("--out", default="captions.jsonl", help="JSON lines, appended to (default captions.jsonl)")
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--out", default="captions.jsonl",
+                        help="JSON lines, or Parquet when it ends in .parquet; resumed (default captions.jsonl)")
+    parser.add_argument("--batch-size", type=int, default=8, help="videos captioned per generate call (default 8)")
     parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="processes decoding videos while the model captions (0: in the main process; default 2)")
+    parser.add_argument("--device", default="auto", help="auto (default: this process's GPU if any, else cpu), cpu, cuda:0 ...")
+    parser.add_argument("--dtype", choices=["auto", "bfloat16", "float16", "float32"],
+                        help="default: bfloat16 on a GPU, the checkpoint's dtype on cpu")
+    parser.add_argument("--attn-implementation", help="e.g. sdpa, eager, flash_attention_2 (default: transformers')")
     parser.add_argument("--load-in-4bit", action="store_true")
     parser.add_argument("--load-in-8bit", action="store_true")
 
 
-def finished_videos(out: Path) -> set[Path]:
-    """Videos already captioned in `out` (resolved paths). An unfinished last line is cut off the file."""
-    if not out.exists():
-        return set()
-    text = out.read_text()
-    complete = text[: text.rfind("\n") + 1]
-    if complete != text:
-        print(f"pnd caption: {out}: dropped an unfinished last line from an interrupted run", file=sys.stderr)
-        out.write_text(complete)
-    done = set()
-    for number, line in enumerate(complete.splitlines(), 1):
+def check_arguments(args) -> Path:
+    """Refuse bad arguments before anything loads; returns --out (its folder created if missing)."""
+    for name in ("batch_size", "frames", "max_new_tokens"):
+        if getattr(args, name) < 1:
+            fail(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")
+    if args.workers < 0:
+        fail(f"--workers must be 0 (decode in the main process) or more, got {args.workers}.")
+    if args.load_in_4bit and args.load_in_8bit:
+        fail("choose one of --load-in-4bit and --load-in-8bit.")
+    try:
+        PriorNormalized(args.alpha, plausibility=args.plausibility)
+    except ValueError as error:
+        fail(str(error))
+    return check_output_file(Path(args.out))
+
+
+def check_output_file(out: Path) -> Path:
+    """--out must be a file pnd can write next to and, if it exists, a captions file (checked, not touched)."""
+    if out.is_dir():
+        fail(f"--out {out} is a folder; name a file, e.g. --out {out / 'captions.jsonl'}.")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(out.parent, os.W_OK) or not out.parent.stat().st_mode & 0o222:
+        fail(f"--out {out}: the folder {out.parent} is read-only; pick a writable one.")
+    if out.exists():
+        if not out.stat().st_mode & stat.S_IWUSR:
+            fail(f"--out {out} is read-only; make it writable (chmod u+w) or pass another --out.")
         try:
-            done.add(Path(json.loads(line)["video"]).resolve())
-        except (ValueError, KeyError, TypeError) as error:
-            raise SystemExit(f"pnd caption: {out}, line {number} is not a caption record ({error}); "
-                             "pass another --out or remove the file.") from error
-    return done
+            finished_ids(out, quiet=True)
+        except RecordsError as error:
+            fail(str(error))
+    return out
+
+
+def fail(message: str):
+    raise SystemExit(f"pnd caption: {message}")
 
 
 def run(args) -> int:
+    out = check_arguments(args)
+    try:
+        items = read_inputs(args.videos)
+    except InputsError as error:
+        fail(str(error))
+    if not items:
+        fail(f"no video found in {' '.join(args.videos)}")
+    launch = Launch.from_env()
+    launch.start()
+    try:
+        return caption_shard(args, out, items, launch)
+    finally:
+        launch.stop()
+
+
+def caption_shard(args, out: Path, items: list[Item], launch: Launch) -> int:
+    """Caption this rank's share of what `out` and its parts do not hold yet, then rank 0 merges."""
+    try:
+        part = PartWriter(out, launch.rank)
+        done = finished_ids(out)
+    except RecordsError as error:
+        fail(str(error))
+    launch.barrier()  # every rank has read what is done before any rank writes
+    pending = [item for item in items if item.id not in done]
+    if launch.rank == 0 and len(pending) < len(items):
+        print(f"pnd caption: {out} already has {len(items) - len(pending)} of these video(s); captioning the other "
+              f"{len(pending)}" + (f" over {launch.world_size} processes" if launch.world_size > 1 else ""),
+              file=sys.stderr)
+    failed = []
+    try:
+        with part:
+            caption_items(args, launch.shard(pending), part, failed, launch)
+    except KeyboardInterrupt:
+        print(f"pnd caption: interrupted; the {part.written} caption(s) of this run are kept in {part.path}. Run the "
+              f"same command again to caption the rest, or `pnd merge --out {out}` to put what is done into {out}.",
+              file=sys.stderr)
+        return 130
+    launch.barrier()  # every part is complete
+    if launch.rank == 0:
+        total = merge(out, order=[item.id for item in items])
+        print(f"pnd caption: {out} holds {total} caption(s)"
+              + (f"; {len(failed)} video(s) of rank 0 failed: {', '.join(failed)}" if failed else ""), file=sys.stderr)
+    elif failed:
+        print(f"pnd caption: {len(failed)} video(s) of rank {launch.rank} failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+class VideoFrames(torch.utils.data.Dataset):
+    """(item, frames, None), or (item, None, the reason) for a video that cannot be read."""
+
+    def __init__(self, items: list[Item], frames: int):
+        self.items, self.frames = items, frames
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        item = self.items[index]
+        try:
+            return item, read_video(item.video, self.frames), None
+        except VideoReadError as error:
+            return item, None, str(error)
+
+
+def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], launch: Launch) -> None:
+    """Caption `items` into `part`; the names of videos that cannot be read go to `failed`."""
     from tqdm.auto import tqdm
 
     from ..demo import DEMO_MODEL
     from ..loading import load_model
     from ..paired import attach
 
-    try:
-        PriorNormalized(args.alpha, plausibility=args.plausibility)  # bad values fail before the model loads
-    except ValueError as error:
-        raise SystemExit(f"pnd caption: {error}") from error
-    out = Path(args.out)
-    done = finished_videos(out)
-    paths = [p for p in list_videos(args.videos) if p.resolve() not in done]
-    if done:
-        print(f"pnd caption: {out} already has {len(done)} video(s); captioning the other {len(paths)}",
-              file=sys.stderr)
-    if not paths:
-        print("pnd caption: nothing to caption: " + (f"every video is already in {out}" if done else
-              f"no video found in {' '.join(args.videos)}"), file=sys.stderr)
-        return 0 if done else 1
-    model, processor = load_model(args.model or str(DEMO_MODEL), args.device, load_in_4bit=args.load_in_4bit,
-                                  load_in_8bit=args.load_in_8bit)
+    if not items:
+        return
+    loader = torch.utils.data.DataLoader(VideoFrames(items, args.frames), batch_size=args.batch_size,
+                                         num_workers=args.workers, collate_fn=list)
+    batches = iter(loader)  # the workers start decoding while the model loads
+    device = pick_device(args.device, launch.local_rank)
+    model, processor = load_model(args.model or str(DEMO_MODEL), device, dtype=pick_dtype(args.dtype, device),
+                                  load_in_4bit=args.load_in_4bit, load_in_8bit=args.load_in_8bit,
+                                  attn_implementation=args.attn_implementation)
     attach(model)
-    failed = []
     if args.compare:
         print(f"| video | plain | normalized (alpha {args.alpha}) |\n|---|---|---|")
-    with open(out, "a") as f, tqdm(total=len(paths), desc="pnd caption", unit="video") as bar:
-        for start in range(0, len(paths), args.batch_size):
-            chunk = paths[start : start + args.batch_size]
-            batch = []
-            for path in chunk:
-                try:
-                    batch.append((path, read_video(path, args.frames)))
-                except VideoReadError as error:
+    started, waited = time.perf_counter(), 0.0
+    with tqdm(total=len(items), desc=f"pnd caption (rank {launch.rank})", unit="video",
+              disable=None if launch.rank == 0 else True) as bar:
+        while True:
+            wait_start = time.perf_counter()
+            batch = next(batches, None)
+            waited += time.perf_counter() - wait_start
+            if batch is None:
+                break
+            readable = []
+            for item, frames, error in batch:
+                if error is None:
+                    readable.append((item, frames))
+                else:
                     tqdm.write(f"pnd caption: failed {error}", file=sys.stderr)
-                    failed.append(path)
-            for record in caption_records(model, processor, batch, args):
+                    failed.append(item.video)
+            for record in caption_records(model, processor, readable, args):
                 if "plain" in record:
                     tqdm.write(f"| {Path(record['video']).name} | {record['plain']} | {record['caption']} |")
-                f.write(json.dumps(record) + "\n")
-                f.flush()
-            bar.update(len(chunk))
-    print(f"pnd caption: wrote {len(paths) - len(failed)} caption(s) to {out}"
-          + (f"; {len(failed)} video(s) failed: {', '.join(map(str, failed))}" if failed else ""), file=sys.stderr)
-    return 1 if failed else 0
+                part.write(record)
+            bar.update(len(batch))
+    elapsed = time.perf_counter() - started
+    print(f"pnd caption: rank {launch.rank}: {len(items)} video(s) in {elapsed:.2f} s after the model loaded, "
+          f"{waited:.2f} s ({100 * waited / elapsed:.0f}%) waiting for decoded video", file=sys.stderr)
 
 
-def caption_records(model, processor, batch: list[tuple[Path, torch.Tensor]], args) -> list[dict]:
-    """One output record per (path, frames) of the batch, as `pnd caption` writes them."""
-    if not batch:
-        return []
-    videos = [v for _, v in batch]
-    decode = dict(prompt=args.prompt, max_new_tokens=args.max_new_tokens)
-    captions = generate_captions(model, processor, videos, args.alpha, plausibility=args.plausibility, **decode)
-    records = [{"video": str(path), "caption": c, "alpha": args.alpha} for (path, _), c in zip(batch, captions)]
-    if args.compare:
-        for record, plain in zip(records, generate_captions(model, processor, videos, None, **decode)):
-            record["plain"] = plain
+def caption_records(model, processor, batch: list[tuple[Item, torch.Tensor]], args) -> list[dict]:
+    """One output record per (item, frames) of the batch, in order; videos with one prompt are captioned together."""
+    by_prompt: dict[str, list[int]] = {}
+    for i, (item, _) in enumerate(batch):
+        by_prompt.setdefault(item.prompt or args.prompt, []).append(i)
+    records: list = [None] * len(batch)
+    for prompt, indices in by_prompt.items():
+        videos = [batch[i][1] for i in indices]
+        decode = dict(prompt=prompt, max_new_tokens=args.max_new_tokens)
+        captions = generate_captions(model, processor, videos, args.alpha, plausibility=args.plausibility, **decode)
+        plains = generate_captions(model, processor, videos, None, **decode) if args.compare else [None] * len(videos)
+        for i, caption, plain in zip(indices, captions, plains):
+            item = batch[i][0]
+            records[i] = {"id": item.id, "video": item.video, "caption": caption, "alpha": args.alpha,
+                          "prompt": prompt, "model": args.model or DEMO_MODEL_ID}
+            if plain is not None:
+                records[i]["plain"] = plain
     return records

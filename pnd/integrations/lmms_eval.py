@@ -45,6 +45,7 @@ class PndHf(lmms):
         max_frames_num (32): frames sampled uniformly from each video.
         dtype ("auto"), device (cuda if available, else cpu), device_map (None, e.g. "auto"),
         attn_implementation (None, e.g. "sdpa"), load_in_4bit / load_in_8bit (False, bitsandbytes).
+        batch_size (lmms-eval's --batch_size, 1): documents `generate_until` decodes together.
     Under `accelerate launch` each process holds a whole model and lmms-eval shards the documents.
     """
 
@@ -58,9 +59,10 @@ class PndHf(lmms):
         name = type(self).__name__
         if unknown:
             raise TypeError(f"{name}: unknown model_args {sorted(unknown)}. See help(pnd.integrations.lmms_eval.PndHf).")
-        if str(batch_size) != "1":
-            raise ValueError(f"{name} scores one document at a time: use --batch_size 1 (and accelerate launch for "
-                             f"data parallelism), got {batch_size!r}.")
+        if not str(batch_size).isdigit() or int(batch_size) < 1:
+            raise ValueError(f"{name}: --batch_size must be a positive integer (documents decoded together by "
+                             f"generate_until), got {batch_size!r}.")
+        self.batch_size_per_gpu = int(batch_size)
         model_type = AutoConfig.from_pretrained(pretrained).model_type
         if self.model_types is not None and model_type not in self.model_types:
             raise ValueError(f"{name} takes {'/'.join(self.model_types)} checkpoints; {pretrained} is {model_type!r}. "
@@ -91,12 +93,24 @@ class PndHf(lmms):
         This is the message lmms-eval builds for its chat models; videos are file paths, read with
         `pnd.video.read_video`, images PIL images.
         """
-        is_video = [isinstance(v, (str, Path)) for v in visuals]
-        content = [{"type": "video" if video else "image"} for video in is_video] + [{"type": "text", "text": context}]
-        text = self.processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
-        videos = [read_video(v, self.max_frames_num) for v, video in zip(visuals, is_video) if video]
-        images = [v for v, video in zip(visuals, is_video) if not video]
-        inputs = self.processor(text=[text], images=images or None, videos=videos or None, return_tensors="pt")
+        return self._batch_inputs([(context, visuals)])
+
+    def _batch_inputs(self, documents: list[tuple[str, list]]) -> dict:
+        """`_inputs` of several documents in one left-padded batch (the prompts end where generation starts)."""
+        texts, images, videos = [], [], []
+        for context, visuals in documents:
+            is_video = [isinstance(v, (str, Path)) for v in visuals]
+            content = [{"type": "video" if video else "image"} for video in is_video] + [{"type": "text", "text": context}]
+            texts.append(self.processor.apply_chat_template([{"role": "user", "content": content}],
+                                                            add_generation_prompt=True))
+            videos += [read_video(v, self.max_frames_num) for v, video in zip(visuals, is_video) if video]
+            images += [v for v, video in zip(visuals, is_video) if not video]
+        side, self.tokenizer.padding_side = self.tokenizer.padding_side, "left"
+        try:
+            inputs = self.processor(text=texts, images=images or None, videos=videos or None, return_tensors="pt",
+                                    padding=True)
+        finally:
+            self.tokenizer.padding_side = side
         return inputs.to(self.model.device)
 
     def _visuals(self, doc_to_visual, task: str, split: str, doc_id: int):
@@ -107,12 +121,24 @@ class PndHf(lmms):
         """Greedy (or sampled, with temperature > 0) prior-normalized decoding, with lmms-eval's generation kwargs.
 
         As lmms-eval's `llava_hf`: max_new_tokens (default 1024), temperature (0: greedy), top_p, num_beams;
-        the text is cut at the first of the task's `until` strings.
+        the text is cut at the first of the task's `until` strings. `--batch_size N` decodes up to N
+        consecutive documents with the same generation kwargs together, left-padded.
         """
-        outputs = []
-        for request in tqdm(requests, desc="pnd generate_until", disable=self.rank != 0):
-            context, gen_kwargs, doc_to_visual, doc_id, task, split = request.args
-            inputs = self._inputs(context, self._visuals(doc_to_visual, task, split, doc_id)[1])
+        outputs: list = [None] * len(requests)
+        batches: list[list[int]] = []
+        for i, request in enumerate(requests):
+            if batches and len(batches[-1]) < self.batch_size_per_gpu and requests[batches[-1][0]].args[1] == request.args[1]:
+                batches[-1].append(i)
+            else:
+                batches.append([i])
+        bar = tqdm(total=len(requests), desc="pnd generate_until", disable=self.rank != 0)
+        for batch in batches:
+            documents = []
+            for i in batch:
+                context, _, doc_to_visual, doc_id, task, split = requests[i].args
+                documents.append((context, self._visuals(doc_to_visual, task, split, doc_id)[1]))
+            gen_kwargs = requests[batch[0]].args[1]
+            inputs = self._batch_inputs(documents)
             until = gen_kwargs.get("until") or []
             temperature = gen_kwargs.get("temperature") or 0
             tokens = self.model.generate(
@@ -121,10 +147,13 @@ class PndHf(lmms):
                 max_new_tokens=gen_kwargs.get("max_new_tokens", 1024), pad_token_id=self.tokenizer.eos_token_id,
                 eos_token_id=self.tokenizer.eos_token_id, logits_processor=[self.normalizer],
             )
-            text = self.tokenizer.decode(tokens[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
-            for stop in [until] if isinstance(until, str) else until:
-                text = text.split(stop)[0]
-            outputs.append(text)
+            texts = self.tokenizer.batch_decode(tokens[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+            for i, text in zip(batch, texts):
+                for stop in [until] if isinstance(until, str) else until:
+                    text = text.split(stop)[0]
+                outputs[i] = text
+            bar.update(len(batch))
+        bar.close()
         return outputs
 
     def loglikelihood(self, requests) -> list[tuple[float, bool]]:

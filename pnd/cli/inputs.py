@@ -1,0 +1,110 @@
+"""What `pnd caption` captions: videos named on the command line, folder trees, list files and manifests.
+
+- a video file or a frame folder: itself;
+- a folder: every video file and frame folder in its tree (`pnd.video.list_videos`);
+- a list file (`.txt`, `.lst`): one video path per line;
+- a manifest (`.jsonl`, `.csv`, `.parquet`): one row per video, a `video` column, optional `prompt` (this
+  row's instruction) and `id` (the record's key) columns.
+
+Relative paths in list files and manifests are relative to the file's folder. Each video gets a stable
+id, the key resume and merging use: the manifest's `id`, or else the resolved absolute path, so naming a
+video twice (`a.mp4`, `./a.mp4`, its folder) or running from another folder finds the same record.
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from pnd.cli.inputs import read_inputs
+    >>> root = Path(tempfile.mkdtemp())
+    >>> _ = (root / "list.txt").write_text("a.mp4\\n./a.mp4\\n")
+    >>> [item.video for item in read_inputs([root / "list.txt"])] == [str(root / "a.mp4")]
+    True
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+from ..extras import require
+from ..video import list_videos
+
+MANIFESTS = (".jsonl", ".csv", ".parquet")
+LISTS = (".txt", ".lst")
+
+
+class Item(NamedTuple):
+    """One video to caption: its key, its path as named, and its own prompt (None: the --prompt)."""
+
+    id: str
+    video: str
+    prompt: str | None = None
+
+
+class InputsError(ValueError):
+    """A list file or manifest that cannot be used; the message names the file (and row) and the fix."""
+
+
+def read_inputs(sources: list[str | Path]) -> list[Item]:
+    """The videos `sources` name, each once (the first naming wins; repeats are reported on stderr)."""
+    items = []
+    for source in map(Path, sources):
+        if source.is_file() and source.suffix.lower() in MANIFESTS:
+            items += _manifest(source)
+        elif source.is_file() and source.suffix.lower() in LISTS:
+            lines = [line.strip() for line in source.read_text().splitlines()]
+            items += [_item(source.parent / line) for line in lines if line and not line.startswith("#")]
+        else:
+            items += [_item(path) for path in list_videos([source])]
+    first: dict[str, Item] = {}
+    for item in items:
+        first.setdefault(item.id, item)
+    unique = list(first.values())
+    if len(unique) < len(items):
+        print(f"pnd: {len(items) - len(unique)} video(s) named more than once; each is captioned once", file=sys.stderr)
+    return unique
+
+
+def _item(path: Path, prompt: str | None = None, id: str | None = None) -> Item:
+    return Item(str(path.resolve()) if id is None else str(id), str(path), prompt)
+
+
+def _manifest(path: Path) -> list[Item]:
+    rows = _rows(path)
+    items = []
+    for number, row in enumerate(rows, 1):
+        video, prompt = row.get("video"), row.get("prompt")
+        if not isinstance(video, str) or not video:
+            raise InputsError(f"{path}, row {number}: no 'video' (a path to the video); every row needs one.")
+        if prompt is not None and (not isinstance(prompt, str) or not prompt.strip()):
+            raise InputsError(f"{path}, row {number}: 'prompt' must be a non-empty text, got {prompt!r}; leave it "
+                              "out to use --prompt.")
+        video_path = Path(video) if Path(video).is_absolute() else path.parent / video
+        items.append(_item(video_path, prompt, row.get("id")))
+    return items
+
+
+def _rows(path: Path) -> list[dict]:
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        try:
+            return require("pyarrow.parquet", "parquet").read_table(path).to_pylist()
+        except ImportError:
+            raise
+        except Exception as error:  # pyarrow raises several types for files that are not Parquet
+            raise InputsError(f"{path} cannot be read as Parquet ({error}).") from error
+    if suffix == ".csv":
+        with open(path, newline="") as f:
+            return [{k: v or None for k, v in row.items()} for row in csv.DictReader(f)]
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as error:
+                raise InputsError(f"{path}, line {number} is not JSON ({error}).") from error
+            if not isinstance(rows[-1], dict):
+                raise InputsError(f"{path}, line {number} is not a JSON object with a 'video' field.")
+    return rows

@@ -1,0 +1,64 @@
+"""Data parallelism under the usual launchers: `torchrun`, `accelerate launch` (one process per GPU, any nodes).
+
+The launcher sets RANK, WORLD_SIZE and LOCAL_RANK; each process takes every WORLD_SIZE-th input from RANK
+on and loads its model on its own device. A gloo process group (CPU only, whatever the device) serves the
+barriers that let rank 0 merge the outputs once every rank is done. Without a launcher: one process.
+
+Example:
+    >>> from pnd.cli.launch import Launch, pick_device
+    >>> Launch.from_env({}).world_size, pick_device("cpu", 0)
+    (1, 'cpu')
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+
+import torch
+
+# A barrier waits for the slowest rank's whole shard; the launcher stops every rank when one fails.
+BARRIER_TIMEOUT = datetime.timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class Launch:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @classmethod
+    def from_env(cls, environ=os.environ) -> "Launch":
+        return cls(*(int(environ.get(name, default)) for name, default in
+                     (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", environ.get("RANK", 0)))))
+
+    def shard(self, items: list) -> list:
+        """This rank's items: a deterministic split of `items` (same order on every rank)."""
+        return items[self.rank :: self.world_size]
+
+    def start(self) -> None:
+        if self.world_size > 1 and not torch.distributed.is_initialized():
+            torch.distributed.init_process_group("gloo", timeout=BARRIER_TIMEOUT)
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            torch.distributed.barrier()
+
+    def stop(self) -> None:
+        if self.world_size > 1 and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+def pick_device(device: str, local_rank: int) -> str:
+    """`device`, with "auto" as this process's GPU (cuda:LOCAL_RANK) when there is one, else the CPU."""
+    if device != "auto":
+        return device
+    return f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
+
+
+def pick_dtype(dtype: str | None, device: str) -> str:
+    """`dtype`, by default bfloat16 on a GPU and the checkpoint's own dtype elsewhere."""
+    if dtype is not None:
+        return dtype
+    return "bfloat16" if device.startswith("cuda") else "auto"
