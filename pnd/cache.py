@@ -2,7 +2,7 @@
 
 Rows `[0, n)` are the conditioned pass, rows `[n, 2n)` the prior pass of the same sequences. Beam
 reordering, batch expansion and selection apply the same row operation to both halves, so the prior can
-never go stale (the bug of VCD, PAI and transformers' CFG processor, DESIGN.md §4).
+never go stale (the bug of VCD, PAI and transformers' CFG processor, docs/design.md §5).
 
 Example:
     >>> cache = PairedCache()

@@ -1,6 +1,6 @@
 """`PriorNormalized`: subtract alpha * log P(t) from the model's log-probabilities at every step.
 
-    s_k(w) = log_softmax(logits_cond)[w] - alpha * log_softmax(logits_prior)[w]      (DESIGN.md §1)
+    s_k(w) = log_softmax(logits_cond)[w] - alpha * log_softmax(logits_prior)[w]      (docs/design.md §1)
 
 The prior logits come from the paired forward that `pnd.attach(model)` installs.
 

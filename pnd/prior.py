@@ -1,4 +1,4 @@
-"""The prior P(t) = P(t | v_empty): the same tokens with every visual position masked out (DESIGN.md §1).
+"""The prior P(t) = P(t | v_empty): the same tokens with every visual position masked out (docs/design.md §1).
 
 The masked prior never needs pixels or the vision tower: its prefill runs the language model on the
 text tokens only, with the position ids they have in the conditioned pass, and lays the result out in a
@@ -62,7 +62,7 @@ def default_position_ids(model, input_ids: torch.Tensor, attention_mask: torch.T
 
 def text_slots(visual: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Mask of the attended text tokens (what the prior sees) from the visual-token mask, with the errors
-    DESIGN.md §3.7 asks for."""
+    docs/design.md §3.7 asks for."""
     if not bool(visual.any(dim=1).all()):
         rows = (~visual.any(dim=1)).nonzero().flatten().tolist()
         raise ValueError(
@@ -93,7 +93,7 @@ class PriorSlots:
 
 def prior_slots(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
                 mode: str = "masked", reuse: bool = True) -> PriorSlots:
-    """The prior's slots for a prompt ("masked": original positions; "text": renumbered), with DESIGN.md §3.7's errors.
+    """The prior's slots for a prompt ("masked": original positions; "text": renumbered), with docs/design.md §3.7's errors.
 
     With `reuse`, the text before a row's first visual token is not computed: it sees the same tokens at
     the same positions in both passes, so its keys/values are the conditioned pass's.
@@ -197,7 +197,7 @@ def prior_logits(
 ) -> torch.Tensor:
     """Next-token logits of the prior for a processor's inputs; pixel inputs are accepted and ignored.
 
-    `mode="masked"` is the canonical prior (DESIGN.md §1); `"text"` drops the visual tokens and
+    `mode="masked"` is the canonical prior (docs/design.md §1); `"text"` drops the visual tokens and
     renumbers positions. Returns a (batch, vocab) tensor. (The "blank" mode needs the vision tower and is
     only available while decoding.)
     """

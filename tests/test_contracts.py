@@ -1,4 +1,4 @@
-"""DESIGN.md §3.3, §3.6, §3.7: other processors, stopping criteria, NaN safety, prior modes, errors."""
+"""docs/design.md §3.3, §3.6, §3.7: other processors, stopping criteria, NaN safety, prior modes, errors."""
 
 import functools
 import math
@@ -170,7 +170,7 @@ def test_saved_and_reloaded_model_decodes_identically(tiny, tmp_path):
     assert torch.equal(out[:, inputs["input_ids"].shape[1]:], ref_tokens)
 
 
-# --- DESIGN.md §3.7: bad input gets an error naming the problem and the fix ---
+# --- docs/design.md §3.7: bad input gets an error naming the problem and the fix ---
 
 @pytest.mark.parametrize("alpha", [-0.1, 1.5, float("nan"), float("inf"), "0.5", True, None])
 def test_bad_alpha(alpha):

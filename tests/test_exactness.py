@@ -1,4 +1,4 @@
-"""DESIGN.md §3.1-3.4: pnd's decoding equals a brute-force reference in every decoding mode."""
+"""docs/design.md §3.1-3.4: pnd's decoding equals a brute-force reference in every decoding mode."""
 
 import pytest
 import torch

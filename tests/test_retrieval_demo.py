@@ -1,4 +1,4 @@
-"""DESIGN.md §2 / issue 4: on a model with a planted caption prior, normalization fixes retrieval.
+"""docs/design.md §2 / issue 4: on a model with a planted caption prior, normalization fixes retrieval.
 
 Trains the tiny synthetic-colour model (about 15 s) and measures; nothing here is a copied number.
 """

@@ -1,4 +1,4 @@
-"""DESIGN.md §3.5: a retrieval score equals two plain teacher-forced forwards and PriorNormalized's steps."""
+"""docs/design.md §3.5: a retrieval score equals two plain teacher-forced forwards and PriorNormalized's steps."""
 
 import pytest
 import torch
