@@ -16,7 +16,9 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 
+import numpy as np
 import torch
 from transformers import LogitsProcessor
 
@@ -24,9 +26,27 @@ _MODES = ("masked", "text", "blank")
 _FLOOR = -1e30  # a prior log-probability of -inf would turn into +inf: keep it finite
 
 
+def real_number(value) -> float | None:
+    """`value` as a float if it is a real number (Python, numpy, or a 0-dim torch tensor), else None (bools too).
+
+    Example:
+        >>> import numpy as np
+        >>> real_number(np.float32(0.5)), real_number(torch.tensor(1)), real_number(True), real_number("0.5")
+        (0.5, 1.0, None, None)
+    """
+    if torch.is_tensor(value):
+        if value.ndim != 0 or value.dtype == torch.bool or value.is_complex():
+            return None
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return None
+    return float(value)
+
+
 def check_alpha_and_prior(alpha, prior: str, modes: tuple[str, ...] = _MODES) -> None:
     """Raise a ValueError naming the problem if alpha is not a finite number in [0, 1] or prior not in modes."""
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 0 <= alpha <= 1:
+    value = real_number(alpha)
+    if value is None or not math.isfinite(value) or not 0 <= value <= 1:
         raise ValueError(f"alpha must be a finite number in [0, 1], got {alpha!r}. Typical values: 0.5 for "
                          "generation, 0.8-1.0 for retrieval.")
     if prior not in modes:
@@ -54,13 +74,12 @@ class PriorNormalized(LogitsProcessor):
 
     def __init__(self, alpha: float, *, prior: str = "masked", plausibility: float | None = None):
         check_alpha_and_prior(alpha, prior)
-        if plausibility is not None and (
-            isinstance(plausibility, bool) or not isinstance(plausibility, (int, float)) or not 0 < plausibility <= 1
-        ):
+        beta = real_number(plausibility)
+        if plausibility is not None and (beta is None or not 0 < beta <= 1):
             raise ValueError(f"plausibility must be None or a number in (0, 1], got {plausibility!r}.")
-        self.alpha = float(alpha)
+        self.alpha = real_number(alpha)
         self.prior = prior
-        self.plausibility = plausibility
+        self.plausibility = beta
         self._generation = None  # set by the attached model's generate for the duration of the call
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:

@@ -61,6 +61,9 @@ class PndHf(lmms):
         if str(batch_size) != "1":
             raise ValueError(f"{name} scores one document at a time: use --batch_size 1 (and accelerate launch for "
                              f"data parallelism), got {batch_size!r}.")
+        if isinstance(max_frames_num, bool) or not str(max_frames_num).isdigit() or int(max_frames_num) < 1:
+            raise ValueError(f"{name}: max_frames_num must be a positive integer (frames sampled per video), got "
+                             f"{max_frames_num!r}; e.g. max_frames_num=32.")
         model_type = AutoConfig.from_pretrained(pretrained).model_type
         if self.model_types is not None and model_type not in self.model_types:
             raise ValueError(f"{name} takes {'/'.join(self.model_types)} checkpoints; {pretrained} is {model_type!r}. "
