@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from contextvars import ContextVar
 
 import numpy as np
 import torch
@@ -24,6 +25,9 @@ from transformers import LogitsProcessor
 
 _MODES = ("masked", "text", "blank")
 _FLOOR = -1e30  # a prior log-probability of -inf would turn into +inf: keep it finite
+# The `pnd.paired.Generation` of the attached model's `generate` call running in this context (thread), if any:
+# per-call state lives there, never on the model or on a processor object (docs/design.md §3.9).
+RUNNING_GENERATION: ContextVar = ContextVar("pnd_running_generation", default=None)
 
 
 def real_number(value) -> float | None:
@@ -80,11 +84,10 @@ class PriorNormalized(LogitsProcessor):
         self.alpha = real_number(alpha)
         self.prior = prior
         self.plausibility = beta
-        self._generation = None  # set by the attached model's generate for the duration of the call
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        generation = self._generation
-        if generation is None:
+        generation = RUNNING_GENERATION.get()
+        if generation is None or generation.normalizer is not self:
             raise RuntimeError(
                 "PriorNormalized needs the prior pass of an attached model: call pnd.attach(model) once, then "
                 "model.generate(..., logits_processor=[PriorNormalized(alpha)])."

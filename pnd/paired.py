@@ -27,9 +27,9 @@ import torch
 from ._compat import generation_config
 from .architectures import Architecture, architecture_for
 from .cache import PairedCache
-from .packed import packed_prefill, packs_prior
+from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
 from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
-from .logits_processor import PriorNormalized
+from .logits_processor import RUNNING_GENERATION, PriorNormalized
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
 _UNSUPPORTED_GENERATE_ARGS = ("assistant_model", "prompt_lookup_num_tokens", "negative_prompt_ids")
@@ -38,20 +38,20 @@ PREFILL_STRATEGIES = ("auto", "own_call", "own_call_no_reuse")
 
 @dataclass
 class Attachment:
-    """What `attach` put on a model: its architecture, original methods and the running generation."""
+    """What `attach` put on a model: its architecture and original methods (nothing per call: see `Generation`)."""
 
     architecture: Architecture
     forward: Callable
     generate: Callable
     replaced: dict  # instance attributes that attach shadowed (e.g. accelerate's forward hook), to restore
     prefill: str = "auto"  # one of PREFILL_STRATEGIES
-    generation: "Generation | None" = None
 
 
 @dataclass
 class Generation:
-    """State of one `generate` call with a PriorNormalized processor."""
+    """State of one `generate` call with a PriorNormalized processor, in `RUNNING_GENERATION` for that call only."""
 
+    attachment: Attachment
     normalizer: PriorNormalized
     scores_are_logprobs: bool  # beam search hands processors log-probabilities, greedy/sampling raw logits
     blank_outputs: dict | None = None  # vision-tower outputs of blank frames, for prior="blank"
@@ -104,6 +104,7 @@ def attach(model, prefill: str = "auto"):
     model._pnd = attachment
     model.forward = forward
     model.generate = generate
+    use_split_attention(model)
     return model
 
 
@@ -113,6 +114,7 @@ def detach(model) -> None:
     if attachment is None:
         return
     del model.forward, model.generate, model._pnd
+    stop_split_attention(model)
     for name, value in attachment.replaced.items():
         setattr(model, name, value)
 
@@ -138,23 +140,21 @@ def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwa
         if kwargs.get("past_key_values") is not None:
             raise ValueError("PriorNormalized creates its own KV-cache: do not pass past_key_values to generate.")
         kwargs["past_key_values"] = PairedCache(config=model.config.get_text_config(decoder=True))
-    generation = Generation(normalizer, scores_are_logprobs=config.num_beams > 1)
+    generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1)
     if needs_prior and normalizer.prior == "blank":
         expand_size = max(config.num_beams, config.num_return_sequences)
         generation.blank_outputs = blank_encoder_outputs(model, attachment.architecture, kwargs, expand_size)
-    attachment.generation = generation if needs_prior else None
-    normalizer._generation = generation
+    token = RUNNING_GENERATION.set(generation)
     try:
         return attachment.generate(*args, logits_processor=logits_processor, **kwargs)
     finally:
-        attachment.generation = None
-        normalizer._generation = None
+        RUNNING_GENERATION.reset(token)
 
 
 def _paired_forward(model, attachment: Attachment, *args, **kwargs):
-    generation = attachment.generation
+    generation = RUNNING_GENERATION.get()
     cache = kwargs.get("past_key_values")
-    if generation is None or not isinstance(cache, PairedCache):
+    if generation is None or generation.attachment is not attachment or not isinstance(cache, PairedCache):
         return attachment.forward(*args, **kwargs)
     if args:
         raise TypeError("pnd's paired forward takes keyword arguments only (as generate passes them).")

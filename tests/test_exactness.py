@@ -193,7 +193,8 @@ def test_other_threads_run_plain_attention_during_a_packed_call(tiny):
     with torch.no_grad():
         want = model(**inputs).logits
         got = {}
-        with pnd.packed._packed_attention(model, length=3, unpadded=True):
+        pnd.attach(model)  # switches the language model to the split attention, once
+        with pnd.packed._packed_attention(length=3, unpadded=True):
             thread = threading.Thread(target=lambda: got.update(logits=model(**inputs).logits))
             thread.start()
             thread.join()
