@@ -32,7 +32,6 @@ from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
 from .logits_processor import RUNNING_GENERATION, PriorNormalized
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
-_UNSUPPORTED_GENERATE_ARGS = ("assistant_model", "prompt_lookup_num_tokens", "negative_prompt_ids")
 PREFILL_STRATEGIES = ("auto", "own_call", "own_call_no_reuse")
 
 
@@ -125,20 +124,11 @@ def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwa
         return attachment.generate(*args, logits_processor=logits_processor, **kwargs)
     if len(normalizers) > 1:
         raise ValueError("Pass one PriorNormalized processor per generate call, not several.")
-    for name in _UNSUPPORTED_GENERATE_ARGS:
-        if kwargs.get(name) is not None:
-            raise ValueError(f"PriorNormalized does not support generate(..., {name}=...): remove it.")
     config = generation_config(model, kwargs)
     normalizer = normalizers[0]
-    needs_prior = normalizer.alpha > 0
+    needs_prior = normalizer.alpha > 0  # alpha=0 is plain generate, for every argument
     if needs_prior:
-        if config.use_cache is False or config.cache_implementation not in (None, "dynamic"):
-            raise ValueError(
-                "PriorNormalized runs the prior rows in generate's dynamic KV-cache: drop use_cache=False and "
-                f"cache_implementation={config.cache_implementation!r}."
-            )
-        if kwargs.get("past_key_values") is not None:
-            raise ValueError("PriorNormalized creates its own KV-cache: do not pass past_key_values to generate.")
+        _refuse_unsupported(config, kwargs)
         kwargs["past_key_values"] = PairedCache(config=model.config.get_text_config(decoder=True))
     generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1)
     if needs_prior and normalizer.prior == "blank":
@@ -146,9 +136,36 @@ def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwa
         generation.blank_outputs = blank_encoder_outputs(model, attachment.architecture, kwargs, expand_size)
     token = RUNNING_GENERATION.set(generation)
     try:
-        return attachment.generate(*args, logits_processor=logits_processor, **kwargs)
+        out = attachment.generate(*args, logits_processor=logits_processor, **kwargs)
     finally:
         RUNNING_GENERATION.reset(token)
+    if isinstance(getattr(out, "past_key_values", None), PairedCache):
+        out.past_key_values = out.past_key_values.conditioned(model.config.get_text_config(decoder=True))
+    return out
+
+
+def _refuse_unsupported(config, kwargs: dict) -> None:
+    """Raise before any work if this `generate` call asks for something the paired decoding cannot do exactly,
+    naming the user's own setting and the fix."""
+    def refuse(setting: str, why: str) -> None:
+        raise ValueError(f"PriorNormalized (alpha > 0) does not support {setting}: {why} Remove it, or use "
+                         "PriorNormalized(0) for plain decoding.")
+
+    for name in ("assistant_model", "negative_prompt_ids"):
+        if kwargs.get(name) is not None:
+            refuse(f"generate(..., {name}=...)", "the prior rows need every step in the paired forward.")
+    for name in ("prompt_lookup_num_tokens", "assistant_early_exit", "prefill_chunk_size"):
+        if getattr(config, name, None) is not None:
+            refuse(f"{name}={getattr(config, name)!r}", "the prior's prefill needs the whole prompt in one call.")
+    if config.use_cache is False:
+        refuse("use_cache=False", "the prior rows live in generate's KV-cache.")
+    if config.cache_implementation not in (None, "dynamic"):
+        refuse(f"cache_implementation={config.cache_implementation!r} (from generate's arguments or the model's "
+               "generation_config)", "the prior rows live in a dynamic KV-cache.")
+    if kwargs.get("past_key_values") is not None:
+        refuse("generate(..., past_key_values=...)", "the prior needs its own rows for the whole conversation. To "
+               "continue a conversation, pass the whole conversation so far (the prompt and the earlier answers) "
+               "as input_ids, without past_key_values.")
 
 
 def _paired_forward(model, attachment: Attachment, *args, **kwargs):
@@ -212,5 +229,8 @@ def _decode_step(attachment, generation, cache, kwargs):
     outputs = attachment.forward(**paired)
     logits = outputs.logits
     outputs.logits = outputs.logits[:n]
+    for name in ("attentions", "hidden_states"):  # what the user sees describes the conditioned rows only
+        if getattr(outputs, name, None) is not None:
+            setattr(outputs, name, tuple(states[:n] for states in getattr(outputs, name)))
     generation.record(outputs.logits[:, -1], logits[n:, -1])
     return outputs

@@ -72,6 +72,13 @@ def text_slots(visual: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tens
         )
     text = attention_mask.bool() & ~visual
     if not bool(text[:, -1].all()):
+        padded = (~attention_mask[:, -1].bool()).nonzero().flatten().tolist()
+        if padded:
+            raise ValueError(
+                f"Prompt row(s) {padded} end with padding (attention_mask 0 in the last slot): prior-normalized "
+                "decoding continues every row from its last slot, so pad on the left (processor.tokenizer."
+                "padding_side = 'left', as generate expects for decoder-only models)."
+            )
         raise ValueError(
             "A prompt ends with a visual token: the prior has no text token to predict from. End the prompt "
             "with text, e.g. apply_chat_template(..., add_generation_prompt=True)."

@@ -141,3 +141,12 @@ def test_a_front_end_without_its_extra_names_the_extra_to_install(code, extra):
     result = subprocess.run([sys.executable, "-c", BLOCK_OPTIONAL + code], capture_output=True, text=True, timeout=300)
     assert result.returncode != 0
     assert f"pip install 'pnd[{extra}]'" in result.stderr
+
+
+def test_test_modules_do_not_import_each_other():
+    """Shared test code lives in tests/helpers.py and tests/reference.py, not in another test module."""
+    for path in Path(__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n.startswith("test_") for n in names), f"{path.name} imports a test module: {names}"

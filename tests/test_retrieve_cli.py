@@ -12,7 +12,7 @@ import torch
 from pnd.ranking import retrieval_metrics
 from pnd.testing import tiny_model
 
-from test_video import write_mp4
+from helpers import write_mp4
 
 SCRIPT = pathlib.Path(sys.executable).with_name("pnd")
 

@@ -9,7 +9,8 @@ import pnd
 from pnd._compat import attention_implementation
 from pnd.testing import tiny_inputs
 
-PROMPTS = ("Describe the video.", "what colour is the shape? answer with one word.")
+from helpers import PROMPTS
+
 
 
 def decode(model, inputs, normalizer):
