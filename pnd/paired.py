@@ -151,12 +151,18 @@ def _refuse_unsupported(config, kwargs: dict) -> None:
         raise ValueError(f"PriorNormalized (alpha > 0) does not support {setting}: {why} Remove it, or use "
                          "PriorNormalized(0) for plain decoding.")
 
-    for name in ("assistant_model", "negative_prompt_ids"):
-        if kwargs.get(name) is not None:
-            refuse(f"generate(..., {name}=...)", "the prior rows need every step in the paired forward.")
-    for name in ("prompt_lookup_num_tokens", "assistant_early_exit", "prefill_chunk_size"):
+    outside = "candidate tokens would be checked outside the paired forward, without the prior rows."
+    if kwargs.get("assistant_model") is not None:
+        refuse("generate(..., assistant_model=...)", outside)
+    if kwargs.get("negative_prompt_ids") is not None:
+        refuse("generate(..., negative_prompt_ids=...)", "it feeds transformers' classifier-free guidance, a second "
+               "unconditional pass of its own that pnd's prior would be mixed with.")
+    for name in ("prompt_lookup_num_tokens", "assistant_early_exit"):
         if getattr(config, name, None) is not None:
-            refuse(f"{name}={getattr(config, name)!r}", "the prior's prefill needs the whole prompt in one call.")
+            refuse(f"{name}={getattr(config, name)!r}", outside)
+    if config.prefill_chunk_size is not None:
+        refuse(f"prefill_chunk_size={config.prefill_chunk_size!r}", "the prior's prefill needs the whole prompt in "
+               "one call.")
     if config.use_cache is False:
         refuse("use_cache=False", "the prior rows live in generate's KV-cache.")
     if config.cache_implementation not in (None, "dynamic"):
