@@ -2,7 +2,7 @@
 
 Rows `[0, n)` are the conditioned pass, rows `[n, 2n)` the prior pass of the same sequences. Beam
 reordering, batch expansion and selection apply the same row operation to both halves, so the prior can
-never go stale (the bug of VCD, PAI and transformers' CFG processor, DESIGN.md §4).
+never go stale (the bug of VCD, PAI and transformers' CFG processor, docs/design.md §5).
 
 Example:
     >>> cache = PairedCache()
@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from ._compat import cache_from_layers
 from .prior import PriorPrefill
 
 
@@ -35,6 +36,14 @@ class PairedCache(DynamicCache):
             layer.values = torch.cat([layer.values, values.to(layer.values.dtype)], dim=0)
         self.prior_attends = prior.attends
         self.prior_position_offset = prior.position_offset
+
+    def conditioned(self, config) -> DynamicCache:
+        """A DynamicCache of the conditioned rows alone (what `generate` returns to the user), for text config
+        `config`; the cache itself as is while it holds no prior rows."""
+        if not self.is_paired:
+            return self
+        n = self.prior_attends.shape[0]
+        return cache_from_layers(config, [(layer.keys[:n], layer.values[:n]) for layer in self.layers])
 
     def _both_halves(self, index: torch.Tensor) -> torch.Tensor:
         n = self.prior_attends.shape[0]

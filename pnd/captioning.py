@@ -16,6 +16,7 @@ import torch
 
 from .logits_processor import PriorNormalized
 from .prompts import video_prompt
+from .video import check_frames
 
 
 @torch.no_grad()
@@ -35,6 +36,8 @@ def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float
     Returns:
         One caption per video, stripped.
     """
+    for video in videos:
+        check_frames(video)
     inputs = processor(text=[video_prompt(processor, prompt)] * len(videos), videos=list(videos),
                        return_tensors="pt", padding=True).to(model.device)
     processors = [] if alpha is None else [PriorNormalized(alpha, plausibility=plausibility)]

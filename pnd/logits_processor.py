@@ -1,6 +1,6 @@
 """`PriorNormalized`: subtract alpha * log P(t) from the model's log-probabilities at every step.
 
-    s_k(w) = log_softmax(logits_cond)[w] - alpha * log_softmax(logits_prior)[w]      (DESIGN.md §1)
+    s_k(w) = log_softmax(logits_cond)[w] - alpha * log_softmax(logits_prior)[w]      (docs/design.md §1)
 
 The prior logits come from the paired forward that `pnd.attach(model)` installs.
 
@@ -16,17 +16,41 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
+from contextvars import ContextVar
 
+import numpy as np
 import torch
 from transformers import LogitsProcessor
 
 _MODES = ("masked", "text", "blank")
 _FLOOR = -1e30  # a prior log-probability of -inf would turn into +inf: keep it finite
+# The `pnd.paired.Generation` of the attached model's `generate` call running in this context (thread), if any:
+# per-call state lives there, never on the model or on a processor object (docs/design.md §3.9).
+RUNNING_GENERATION: ContextVar = ContextVar("pnd_running_generation", default=None)
+
+
+def real_number(value) -> float | None:
+    """`value` as a float if it is a real number (Python, numpy, or a 0-dim torch tensor), else None (bools too).
+
+    Example:
+        >>> import numpy as np
+        >>> real_number(np.float32(0.5)), real_number(torch.tensor(1)), real_number(True), real_number("0.5")
+        (0.5, 1.0, None, None)
+    """
+    if torch.is_tensor(value):
+        if value.ndim != 0 or value.dtype == torch.bool or value.is_complex():
+            return None
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return None
+    return float(value)
 
 
 def check_alpha_and_prior(alpha, prior: str, modes: tuple[str, ...] = _MODES) -> None:
     """Raise a ValueError naming the problem if alpha is not a finite number in [0, 1] or prior not in modes."""
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 0 <= alpha <= 1:
+    value = real_number(alpha)
+    if value is None or not math.isfinite(value) or not 0 <= value <= 1:
         raise ValueError(f"alpha must be a finite number in [0, 1], got {alpha!r}. Typical values: 0.5 for "
                          "generation, 0.8-1.0 for retrieval.")
     if prior not in modes:
@@ -63,18 +87,16 @@ class PriorNormalized(LogitsProcessor):
 
     def __init__(self, alpha: float, *, prior: str = "masked", plausibility: float | None = None):
         check_alpha_and_prior(alpha, prior)
-        if plausibility is not None and (
-            isinstance(plausibility, bool) or not isinstance(plausibility, (int, float)) or not 0 < plausibility <= 1
-        ):
+        beta = real_number(plausibility)
+        if plausibility is not None and (beta is None or not 0 < beta <= 1):
             raise ValueError(f"plausibility must be None or a number in (0, 1], got {plausibility!r}.")
-        self.alpha = float(alpha)
+        self.alpha = real_number(alpha)
         self.prior = prior
-        self.plausibility = plausibility
-        self._generation = None  # set by the attached model's generate for the duration of the call
+        self.plausibility = beta
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        generation = self._generation
-        if generation is None:
+        generation = RUNNING_GENERATION.get()
+        if generation is None or generation.normalizer is not self:
             raise RuntimeError(
                 "PriorNormalized needs the prior pass of an attached model: call pnd.attach(model) once, then "
                 "model.generate(..., logits_processor=[PriorNormalized(alpha)])."

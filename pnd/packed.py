@@ -9,6 +9,10 @@ reused text before the video and to each other. Used for models whose language m
 attention over the whole context; the others (eager, flash-attention, sliding-window attention) get
 the prior's own call (`prior.masked_prefill`).
 
+The split runs as an attention implementation of its own, registered with SDPA's masks. `pnd.attach` switches
+an SDPA model's language model to it once (`use_split_attention`) and `pnd.detach` switches it back
+(`stop_split_attention`); outside a packed call, in any thread, it is plain SDPA, so nothing is switched per call.
+
 Example:
     >>> from pnd.testing import tiny_model
     >>> model, _ = tiny_model("llava_onevision")
@@ -38,7 +42,7 @@ def split_attention(module, query, key, value, attention_mask, **kwargs):
     """SDPA on a packed [prompt | prior tokens] sequence: the prompt part as a plain forward runs it
     (causal kernel, no mask, when unpadded), the prior part with its rows of `attention_mask`."""
     packed = _PROMPT.get(None)
-    if packed is None:  # another thread's forward while this config is switched: plain SDPA
+    if packed is None:  # any forward outside a packed call (another thread's, a decoding step's): plain SDPA
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     length, unpadded = packed
     prompt_mask = None if unpadded else attention_mask[:, :, :length, :length]
@@ -55,7 +59,7 @@ def packs_prior(model, kwargs: dict) -> bool:
     """Whether this prefill call can carry the prior's tokens: SDPA attention over the whole context (no sliding
     window), and only the last logits asked for."""
     config = model.config.get_text_config(decoder=True)
-    return (attention_implementation(config) == "sdpa" and getattr(config, "sliding_window", None) is None
+    return (attention_implementation(config) in ("sdpa", _ATTENTION) and getattr(config, "sliding_window", None) is None
             and kwargs.get("logits_to_keep") == 1 and not any(kwargs.get(k) for k in _OUTPUT_OPTIONS))
 
 
@@ -81,7 +85,8 @@ def packed_prefill(model, forward, kwargs: dict, mode: str):
     packed["position_ids"] = torch.cat([position_ids, slots.positions], -1)
     packed["attention_mask"] = _packed_mask(attention_mask.bool(), slots)
     packed["logits_to_keep"] = torch.tensor([length - 1, length + extra - 1], device=input_ids.device)
-    with _packed_attention(model, length, unpadded=bool(attention_mask.all())):
+    use_split_attention(model)  # attach did it; again if the model was switched back to SDPA since
+    with _packed_attention(length, unpadded=bool(attention_mask.all())):
         outputs = forward(**packed)
 
     layers = []
@@ -104,13 +109,26 @@ def _packed_mask(attended: torch.Tensor, slots) -> torch.Tensor:
     return allowed[:, None]
 
 
-@contextmanager
-def _packed_attention(model, length: int, unpadded: bool):
+def use_split_attention(model) -> None:
+    """Run the language model's attention through `split_attention` if it runs SDPA (plain SDPA outside a packed
+    call). Idempotent, and safe while other threads run the model: it never switches anything back."""
     config = model.config.get_text_config(decoder=True)
-    token, saved = _PROMPT.set((length, unpadded)), attention_implementation(config)
-    set_attention_implementation(config, _ATTENTION)
+    if attention_implementation(config) == "sdpa":
+        set_attention_implementation(config, _ATTENTION)
+
+
+def stop_split_attention(model) -> None:
+    """Undo `use_split_attention`: the language model runs plain SDPA again."""
+    config = model.config.get_text_config(decoder=True)
+    if attention_implementation(config) == _ATTENTION:
+        set_attention_implementation(config, "sdpa")
+
+
+@contextmanager
+def _packed_attention(length: int, unpadded: bool):
+    """Within this context (this thread's), `split_attention` splits a packed [prompt | prior tokens] call."""
+    token = _PROMPT.set((length, unpadded))
     try:
         yield
     finally:
-        set_attention_implementation(config, saved)
         _PROMPT.reset(token)

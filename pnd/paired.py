@@ -27,31 +27,30 @@ import torch
 from ._compat import generation_config
 from .architectures import Architecture, architecture_for
 from .cache import PairedCache
-from .packed import packed_prefill, packs_prior
+from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
 from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
-from .logits_processor import PriorNormalized
+from .logits_processor import RUNNING_GENERATION, PriorNormalized
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
-_UNSUPPORTED_GENERATE_ARGS = ("assistant_model", "prompt_lookup_num_tokens", "negative_prompt_ids")
 PREFILL_STRATEGIES = ("auto", "own_call", "own_call_no_reuse")
 
 
 @dataclass
 class Attachment:
-    """What `attach` put on a model: its architecture, original methods and the running generation."""
+    """What `attach` put on a model: its architecture and original methods (nothing per call: see `Generation`)."""
 
     architecture: Architecture
     forward: Callable
     generate: Callable
     replaced: dict  # instance attributes that attach shadowed (e.g. accelerate's forward hook), to restore
     prefill: str = "auto"  # one of PREFILL_STRATEGIES
-    generation: "Generation | None" = None
 
 
 @dataclass
 class Generation:
-    """State of one `generate` call with a PriorNormalized processor."""
+    """State of one `generate` call with a PriorNormalized processor, in `RUNNING_GENERATION` for that call only."""
 
+    attachment: Attachment
     normalizer: PriorNormalized
     scores_are_logprobs: bool  # beam search hands processors log-probabilities, greedy/sampling raw logits
     blank_outputs: dict | None = None  # vision-tower outputs of blank frames, for prior="blank"
@@ -111,6 +110,7 @@ def attach(model, prefill: str = "auto"):
     model._pnd = attachment
     model.forward = forward
     model.generate = generate
+    use_split_attention(model)
     return model
 
 
@@ -131,6 +131,7 @@ def detach(model) -> None:
     if attachment is None:
         return
     del model.forward, model.generate, model._pnd
+    stop_split_attention(model)
     for name, value in attachment.replaced.items():
         setattr(model, name, value)
 
@@ -141,38 +142,60 @@ def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwa
         return attachment.generate(*args, logits_processor=logits_processor, **kwargs)
     if len(normalizers) > 1:
         raise ValueError("Pass one PriorNormalized processor per generate call, not several.")
-    for name in _UNSUPPORTED_GENERATE_ARGS:
-        if kwargs.get(name) is not None:
-            raise ValueError(f"PriorNormalized does not support generate(..., {name}=...): remove it.")
     config = generation_config(model, kwargs)
     normalizer = normalizers[0]
-    needs_prior = normalizer.alpha > 0
+    needs_prior = normalizer.alpha > 0  # alpha=0 is plain generate, for every argument
     if needs_prior:
-        if config.use_cache is False or config.cache_implementation not in (None, "dynamic"):
-            raise ValueError(
-                "PriorNormalized runs the prior rows in generate's dynamic KV-cache: drop use_cache=False and "
-                f"cache_implementation={config.cache_implementation!r}."
-            )
-        if kwargs.get("past_key_values") is not None:
-            raise ValueError("PriorNormalized creates its own KV-cache: do not pass past_key_values to generate.")
+        _refuse_unsupported(config, kwargs)
         kwargs["past_key_values"] = PairedCache(config=model.config.get_text_config(decoder=True))
-    generation = Generation(normalizer, scores_are_logprobs=config.num_beams > 1)
+    generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1)
     if needs_prior and normalizer.prior == "blank":
         expand_size = max(config.num_beams, config.num_return_sequences)
         generation.blank_outputs = blank_encoder_outputs(model, attachment.architecture, kwargs, expand_size)
-    attachment.generation = generation if needs_prior else None
-    normalizer._generation = generation
+    token = RUNNING_GENERATION.set(generation)
     try:
-        return attachment.generate(*args, logits_processor=logits_processor, **kwargs)
+        out = attachment.generate(*args, logits_processor=logits_processor, **kwargs)
     finally:
-        attachment.generation = None
-        normalizer._generation = None
+        RUNNING_GENERATION.reset(token)
+    if isinstance(getattr(out, "past_key_values", None), PairedCache):
+        out.past_key_values = out.past_key_values.conditioned(model.config.get_text_config(decoder=True))
+    return out
+
+
+def _refuse_unsupported(config, kwargs: dict) -> None:
+    """Raise before any work if this `generate` call asks for something the paired decoding cannot do exactly,
+    naming the user's own setting and the fix."""
+    def refuse(setting: str, why: str) -> None:
+        raise ValueError(f"PriorNormalized (alpha > 0) does not support {setting}: {why} Remove it, or use "
+                         "PriorNormalized(0) for plain decoding.")
+
+    outside = "candidate tokens would be checked outside the paired forward, without the prior rows."
+    if kwargs.get("assistant_model") is not None:
+        refuse("generate(..., assistant_model=...)", outside)
+    if kwargs.get("negative_prompt_ids") is not None:
+        refuse("generate(..., negative_prompt_ids=...)", "it feeds transformers' classifier-free guidance, a second "
+               "unconditional pass of its own that pnd's prior would be mixed with.")
+    for name in ("prompt_lookup_num_tokens", "assistant_early_exit"):
+        if getattr(config, name, None) is not None:
+            refuse(f"{name}={getattr(config, name)!r}", outside)
+    if config.prefill_chunk_size is not None:
+        refuse(f"prefill_chunk_size={config.prefill_chunk_size!r}", "the prior's prefill needs the whole prompt in "
+               "one call.")
+    if config.use_cache is False:
+        refuse("use_cache=False", "the prior rows live in generate's KV-cache.")
+    if config.cache_implementation not in (None, "dynamic"):
+        refuse(f"cache_implementation={config.cache_implementation!r} (from generate's arguments or the model's "
+               "generation_config)", "the prior rows live in a dynamic KV-cache.")
+    if kwargs.get("past_key_values") is not None:
+        refuse("generate(..., past_key_values=...)", "the prior needs its own rows for the whole conversation. To "
+               "continue a conversation, pass the whole conversation so far (the prompt and the earlier answers) "
+               "as input_ids, without past_key_values.")
 
 
 def _paired_forward(model, attachment: Attachment, *args, **kwargs):
-    generation = attachment.generation
+    generation = RUNNING_GENERATION.get()
     cache = kwargs.get("past_key_values")
-    if generation is None or not isinstance(cache, PairedCache):
+    if generation is None or generation.attachment is not attachment or not isinstance(cache, PairedCache):
         return attachment.forward(*args, **kwargs)
     if args:
         raise TypeError("pnd's paired forward takes keyword arguments only (as generate passes them).")
@@ -230,5 +253,8 @@ def _decode_step(attachment, generation, cache, kwargs):
     outputs = attachment.forward(**paired)
     logits = outputs.logits
     outputs.logits = outputs.logits[:n]
+    for name in ("attentions", "hidden_states"):  # what the user sees describes the conditioned rows only
+        if getattr(outputs, name, None) is not None:
+            setattr(outputs, name, tuple(states[:n] for states in getattr(outputs, name)))
     generation.record(outputs.logits[:, -1], logits[n:, -1])
     return outputs

@@ -1,4 +1,4 @@
-"""The prior P(t) = P(t | v_empty): the same tokens with every visual position masked out (DESIGN.md §1).
+"""The prior P(t) = P(t | v_empty): the same tokens with every visual position masked out (docs/design.md §1).
 
 The masked prior never needs pixels or the vision tower: its prefill runs the language model on the
 text tokens only, with the position ids they have in the conditioned pass, and lays the result out in a
@@ -62,7 +62,7 @@ def default_position_ids(model, input_ids: torch.Tensor, attention_mask: torch.T
 
 def text_slots(visual: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Mask of the attended text tokens (what the prior sees) from the visual-token mask, with the errors
-    DESIGN.md §3.7 asks for."""
+    docs/design.md §3.7 asks for."""
     if not bool(visual.any(dim=1).all()):
         rows = (~visual.any(dim=1)).nonzero().flatten().tolist()
         raise ValueError(
@@ -72,6 +72,13 @@ def text_slots(visual: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tens
         )
     text = attention_mask.bool() & ~visual
     if not bool(text[:, -1].all()):
+        padded = (~attention_mask[:, -1].bool()).nonzero().flatten().tolist()
+        if padded:
+            raise ValueError(
+                f"Prompt row(s) {padded} end with padding (attention_mask 0 in the last slot): prior-normalized "
+                "decoding continues every row from its last slot, so pad on the left (processor.tokenizer."
+                "padding_side = 'left', as generate expects for decoder-only models)."
+            )
         raise ValueError(
             "A prompt ends with a visual token: the prior has no text token to predict from. End the prompt "
             "with text, e.g. apply_chat_template(..., add_generation_prompt=True)."
@@ -93,7 +100,7 @@ class PriorSlots:
 
 def prior_slots(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
                 mode: str = "masked", reuse: bool = True) -> PriorSlots:
-    """The prior's slots for a prompt ("masked": original positions; "text": renumbered), with DESIGN.md §3.7's errors.
+    """The prior's slots for a prompt ("masked": original positions; "text": renumbered), with docs/design.md §3.7's errors.
 
     With `reuse`, the text before a row's first visual token is not computed: it sees the same tokens at
     the same positions in both passes, so its keys/values are the conditioned pass's.

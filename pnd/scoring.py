@@ -28,9 +28,9 @@ from ._compat import attention_implementation, cache_from_layers
 from .architectures import architecture_for
 from .prompts import video_prompt
 from .prior import default_position_ids, masked_prefill
-from .logits_processor import check_alpha_and_prior
+from .logits_processor import check_alpha_and_prior, real_number
 from .tokens import TokenScore, score_tokens
-from .video import read_video
+from .video import check_frames, read_video
 
 
 class ScoringInputs(dict):
@@ -91,7 +91,7 @@ class CaptionScorer:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
         architecture_for(model)
         self.model, self.processor = model, processor
-        self.alpha, self.reduction, self.prior_mode = float(alpha), reduction, prior
+        self.alpha, self.reduction, self.prior_mode = real_number(alpha), reduction, prior
         self.modality, self.frames, self.batch_size, self.progress = modality, frames, batch_size, progress
         self.pack_captions = pack_captions
         self._prior_layout, self._priors = None, {}  # caption tokens -> summed prior log-prob, for that layout
@@ -103,6 +103,8 @@ class CaptionScorer:
         """Processor outputs for the prompt with one video (a path, or frames) or image."""
         if isinstance(video, (str, Path)):
             video = read_video(video, self.frames)
+        elif self.modality == "video":
+            check_frames(video)
         key = "videos" if self.modality == "video" else "images"
         inputs = self.processor(text=[self.prompt_text], **{key: [video]}, return_tensors="pt")
         return self._on_device(inputs)
@@ -111,6 +113,8 @@ class CaptionScorer:
         return {k: v.to(self.model.device) if torch.is_tensor(v) else v for k, v in inputs.items()}
 
     def caption_ids(self, caption: str) -> list[int]:
+        if not isinstance(caption, str):
+            raise TypeError(f"A caption must be a str, got {type(caption).__name__} {caption!r}.")
         ids = self.processor.tokenizer(caption, add_special_tokens=False).input_ids
         if not ids:
             raise ValueError(f"Caption {caption!r} has no tokens.")
@@ -141,6 +145,8 @@ class CaptionScorer:
 
         A video is a file path (read with `pnd.video.read_video`) or what the processor takes (frames).
         """
+        _check_list(videos, "videos", "video")
+        _check_list(captions, "captions", "caption")
         tokens = [self.caption_ids(c) for c in captions]
         bar = tqdm(total=len(videos) * len(tokens), desc="pnd scoring", unit="pair", disable=not self.progress)
         rows = [self._score_tokens(self.prompt_inputs(video), tokens, bar) for video in videos]
@@ -155,6 +161,7 @@ class CaptionScorer:
         `inputs` are the processor's outputs for one prompt that ends where the caption starts (e.g.
         `apply_chat_template(..., add_generation_prompt=True)`), with its images or videos.
         """
+        _check_list(captions, "captions", "caption")
         parts = self._score_tokens(self._on_device(inputs), [self.caption_ids(c) for c in captions])
         return parts if return_parts else parts.normalized
 
@@ -296,3 +303,10 @@ class Prefix(NamedTuple):
     attends: torch.Tensor
     first_logits: torch.Tensor
     next_positions: torch.Tensor
+
+
+def _check_list(values, name: str, one: str) -> None:
+    """A TypeError if `values` is a single str or path where a list of them is expected (iterating would split it)."""
+    if isinstance(values, (str, Path)):
+        raise TypeError(f"{name} must be a list, got the {type(values).__name__} {str(values)!r}: pass "
+                        f"[{str(values)!r}] to score one {one}.")

@@ -60,7 +60,7 @@ def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600) -> PreTrain
 def _scale_attention(model: torch.nn.Module, factor: float) -> None:
     """Sharpen attention and logits so that position or masking bugs change the tokens.
 
-    At random init attention is nearly uniform (DESIGN.md §7): scaling q/k and lm_head fixes that.
+    At random init attention is nearly uniform (docs/design.md §7): scaling q/k and lm_head fixes that.
     """
     with torch.no_grad():
         for name, param in model.named_parameters():

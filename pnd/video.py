@@ -31,6 +31,20 @@ class VideoReadError(OSError, ValueError):
     """
 
 
+def check_frames(video, name: str = "video") -> None:
+    """Raise a ValueError naming the fix if in-memory frames (a tensor, an array or a list of frames) hold no frame.
+
+    Example:
+        >>> check_frames(torch.zeros(0, 3, 32, 32))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: video has 0 frames: pass at least one frame, ...
+    """
+    frames = video.shape[0] if getattr(video, "ndim", 0) > 0 else len(video) if isinstance(video, (list, tuple)) else 1
+    if frames == 0:
+        raise ValueError(f"{name} has 0 frames: pass at least one frame, as a (frames, 3, H, W) tensor with frames >= 1 "
+                         "(pnd.video.read_video(path, frames=8) samples frames from a file).")
+
+
 def uniform_indices(total: int, frames: int) -> list[int]:
     """`frames` indices spread evenly over `total` frames (centres of equal segments)."""
     return [min(total - 1, int((i + 0.5) * total / frames)) for i in range(frames)]

@@ -28,6 +28,10 @@ def tiny():
     yield get
     for model in used:
         pnd.detach(model)
+        # the cached models are shared by every later test: a test that changes one must use its own
+        assert model.dtype == torch.float32, "a test left a cached tiny model in another dtype"
+        assert model.config.get_text_config(decoder=True)._attn_implementation == "sdpa", \
+            "a test left a cached tiny model with another attention implementation"
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from PIL import Image
 
 from pnd.testing import tiny_model
 
-from test_video import write_mp4
+from helpers import write_mp4
 
 LMMS_EVAL = Path(sys.executable).with_name("lmms-eval")
 MVBENCH_FOLDER = "mvbench_video/star/Charades_segment"  # MVBench's cache_dir + action_sequence's video folder

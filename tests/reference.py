@@ -1,6 +1,6 @@
 """Brute-force reference for prior-normalized decoding, independent of pnd's code.
 
-Every step recomputes two full forwards from scratch, without any cache (DESIGN.md §3.2):
+Every step recomputes two full forwards from scratch, without any cache (docs/design.md §3.2):
   conditioned: the model on the whole sequence, pixels included, HF position ids;
   prior:       the same call with the attention mask set to 0 at every visual-token position and the
                position ids of the conditioned pass passed explicitly.

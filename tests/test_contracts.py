@@ -1,4 +1,4 @@
-"""DESIGN.md §3.3, §3.6, §3.7: other processors, stopping criteria, NaN safety, prior modes, errors."""
+"""docs/design.md §3.3, §3.6, §3.7: other processors, stopping criteria, NaN safety, prior modes, errors."""
 
 import functools
 import math
@@ -10,9 +10,9 @@ from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor, Stoppin
 import pnd
 from pnd.testing import tiny_inputs
 
+from helpers import PROMPTS
 from reference import full_logits, greedy, normalized_scores
 
-PROMPTS = ("Describe the video.", "what colour is the shape? answer with one word.")
 
 
 class BanTokens(LogitsProcessor):
@@ -56,15 +56,13 @@ def test_all_banned_row_gives_no_nan(tiny):
     assert torch.isneginf(out.scores[0]).all()
 
 
-def test_bf16_model_scores_are_fp32_and_finite(tiny):
-    model, processor = tiny("qwen2_vl")
+def test_bf16_model_scores_are_fp32_and_finite():
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model("qwen2_vl")  # its own model: the cached ones are shared and must stay fp32
     inputs = tiny_inputs(processor, "qwen2_vl", PROMPTS)
-    model.to(torch.bfloat16)
-    try:
-        out = run(model, inputs, [pnd.PriorNormalized(0.5)])
-        assert all(s.dtype == torch.float32 and torch.isfinite(s).all() for s in out.scores)
-    finally:
-        model.to(torch.float32)
+    out = run(model.to(torch.bfloat16), inputs, [pnd.PriorNormalized(0.5)])
+    assert all(s.dtype == torch.float32 and torch.isfinite(s).all() for s in out.scores)
 
 
 def test_plausibility_restricts_to_plausible_tokens(tiny):
@@ -170,7 +168,7 @@ def test_saved_and_reloaded_model_decodes_identically(tiny, tmp_path):
     assert torch.equal(out[:, inputs["input_ids"].shape[1]:], ref_tokens)
 
 
-# --- DESIGN.md §3.7: bad input gets an error naming the problem and the fix ---
+# --- docs/design.md §3.7: bad input gets an error naming the problem and the fix ---
 
 @pytest.mark.parametrize("alpha", [-0.1, 1.5, float("nan"), float("inf"), "0.5", True, None])
 def test_bad_alpha(alpha):

@@ -1,4 +1,4 @@
-"""DESIGN.md §3.1-3.4: pnd's decoding equals a brute-force reference in every decoding mode."""
+"""docs/design.md §3.1-3.4: pnd's decoding equals a brute-force reference in every decoding mode."""
 
 import pytest
 import torch
@@ -6,9 +6,9 @@ import torch
 import pnd
 from pnd.testing import TINY_ARCHITECTURES, tiny_inputs
 
+from helpers import PROMPTS
 from reference import PIXEL_KEYS, conditioned_positions, forced_scores, full_logits, greedy, visual_positions
 
-PROMPTS = ("Describe the video.", "what colour is the shape? answer with one word.")
 STEPS = 6
 
 
@@ -138,8 +138,9 @@ def _language_model_calls(model, run):
         hook.remove()
 
 
-def _prior_kv_matches_masked_forward(model, inputs, out):
-    """The prior rows of the paired cache equal a brute-force masked forward's keys/values at every text slot."""
+def _prior_kv_matches_masked_forward(model, inputs, cache):
+    """The prior rows of the paired cache (generate returns the conditioned rows only: the test takes the cache the
+    language model was called with) equal a brute-force masked forward's keys/values at every text slot."""
     ids, mask = inputs["input_ids"], inputs["attention_mask"]
     text = mask.bool() & ~visual_positions(model, ids)
     positions = conditioned_positions(model, ids, mask, inputs)
@@ -148,7 +149,7 @@ def _prior_kv_matches_masked_forward(model, inputs, out):
         masked = model(input_ids=ids, attention_mask=mask * ~visual_positions(model, ids), position_ids=positions,
                        use_cache=True, **pixels)
     n, length = ids.shape
-    for got, want in zip(out.past_key_values.layers, masked.past_key_values.layers):
+    for got, want in zip(cache.layers, masked.past_key_values.layers):
         for got_states, want_states in ((got.keys[n:, :, :length], want.keys), (got.values[n:, :, :length], want.values)):
             torch.testing.assert_close(got_states.transpose(1, 2)[text], want_states.transpose(1, 2)[text], atol=1e-4, rtol=0)
 
@@ -180,7 +181,7 @@ def test_prior_prefill_rides_in_the_conditioned_call(tiny, model_type, monkeypat
     for row in range(ids.shape[0]):
         appended = embeds[row, embeds.shape[1] - int(after_video[row].sum()) :]
         assert torch.equal(appended, model.get_input_embeddings()(ids[row, after_video[row]]))
-    _prior_kv_matches_masked_forward(model, inputs, out)
+    _prior_kv_matches_masked_forward(model, inputs, calls[0]["past_key_values"])
 
 
 def test_other_threads_run_plain_attention_during_a_packed_call(tiny):
@@ -193,7 +194,8 @@ def test_other_threads_run_plain_attention_during_a_packed_call(tiny):
     with torch.no_grad():
         want = model(**inputs).logits
         got = {}
-        with pnd.packed._packed_attention(model, length=3, unpadded=True):
+        pnd.attach(model)  # switches the language model to the split attention, once
+        with pnd.packed._packed_attention(length=3, unpadded=True):
             thread = threading.Thread(target=lambda: got.update(logits=model(**inputs).logits))
             thread.start()
             thread.join()
@@ -217,7 +219,7 @@ def test_eager_attention_runs_the_prior_in_its_own_call():
     for got, want in zip(out.scores, ref_scores):
         finite = torch.isfinite(got)
         torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
-    _prior_kv_matches_masked_forward(model, inputs, out)
+    _prior_kv_matches_masked_forward(model, inputs, calls[0]["past_key_values"])
     model.set_attn_implementation("sdpa")
     assert pnd.packed.packs_prior(model, {"logits_to_keep": 1})
     model.config.text_config.sliding_window = 4096  # the packed call's mask would drop the window

@@ -150,3 +150,12 @@ def test_the_command_line_reports_a_missing_extra_in_one_line(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("pnd demo: av is missing")
     assert "pip install 'pnd[video]'" in result.stderr
+
+
+def test_test_modules_do_not_import_each_other():
+    """Shared test code lives in tests/helpers.py and tests/reference.py, not in another test module."""
+    for path in Path(__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n.startswith("test_") for n in names), f"{path.name} imports a test module: {names}"

@@ -192,7 +192,7 @@ def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(m
     from pnd.integrations.lmms_eval import _keep_loglikelihood_pairs
 
     monkeypatch.setattr(evaluator, "unwrap_generation_output", unwrap_generation_output)
-    assert unwrap_generation_output((1.5, False))[0] == "(1.5, False)"  # lmms-eval 0.7.3's bug (DESIGN.md §7)
+    assert unwrap_generation_output((1.5, False))[0] == "(1.5, False)"  # lmms-eval 0.7.3's bug (docs/design.md §7)
     _keep_loglikelihood_pairs()
     assert evaluator.unwrap_generation_output((1.5, False)) == ((1.5, False), None)
     assert evaluator.unwrap_generation_output("yes") == ("yes", None)

@@ -13,7 +13,7 @@ import torch
 from pnd.ranking import retrieval_metrics, sinkhorn
 from pnd.testing import tiny_model
 
-from test_video import write_mp4
+from helpers import write_mp4
 
 SCRIPT = pathlib.Path(sys.executable).with_name("pnd")
 

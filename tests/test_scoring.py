@@ -1,4 +1,4 @@
-"""DESIGN.md §3.5: a retrieval score equals two plain teacher-forced forwards and PriorNormalized's steps."""
+"""docs/design.md §3.5: a retrieval score equals two plain teacher-forced forwards and PriorNormalized's steps."""
 
 import pytest
 import torch
@@ -49,7 +49,7 @@ def test_scores_equal_teacher_forced_forwards(tiny, model_type, prior_mode):
 
 def test_videos_given_as_files(tiny, tmp_path):
     from pnd.video import read_video
-    from test_video import write_mp4
+    from helpers import write_mp4
 
     model, processor = tiny("llava_onevision")
     write_mp4(tmp_path / "clip.mp4", 6)

@@ -6,17 +6,7 @@ from PIL import Image
 
 from pnd.video import VideoReadError, list_videos, read_video, uniform_indices
 
-
-def write_mp4(path, frames):
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("mpeg4", rate=5)
-        stream.width, stream.height, stream.pix_fmt = 32, 32, "yuv420p"
-        for i in range(frames):
-            image = np.full((32, 32, 3), 20 * i, dtype=np.uint8)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+from helpers import write_mp4
 
 
 def test_uniform_indices():

@@ -68,7 +68,7 @@ def train_captioner(model, processor, draw, steps: int, generator: torch.Generat
     """Train `model` (in place; returned in eval mode) to answer `prompt` after a video with its caption.
 
     `draw(generator)` returns one batch: (clips, captions). For a `condition_dropout` share of the
-    examples the video tokens are masked out of attention (the prior's own input, DESIGN.md §1), so the
+    examples the video tokens are masked out of attention (the prior's own input, docs/design.md §1), so the
     model also learns the caption prior P(t), as classifier-free guidance models learn their
     unconditional branch. `progress` shows a bar with the loss.
     """

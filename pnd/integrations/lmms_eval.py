@@ -63,6 +63,9 @@ class PndHf(lmms):
             raise ValueError(f"{name}: --batch_size must be a positive integer (documents decoded together by "
                              f"generate_until), got {batch_size!r}.")
         self.batch_size_per_gpu = int(batch_size)
+        if isinstance(max_frames_num, bool) or not str(max_frames_num).isdigit() or int(max_frames_num) < 1:
+            raise ValueError(f"{name}: max_frames_num must be a positive integer (frames sampled per video), got "
+                             f"{max_frames_num!r}; e.g. max_frames_num=32.")
         model_type = AutoConfig.from_pretrained(pretrained).model_type
         if self.model_types is not None and model_type not in self.model_types:
             raise ValueError(f"{name} takes {'/'.join(self.model_types)} checkpoints; {pretrained} is {model_type!r}. "

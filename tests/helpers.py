@@ -1,0 +1,19 @@
+"""Helpers shared by the test modules (test modules import from here and from reference.py, never from each other)."""
+
+import av
+import numpy as np
+
+PROMPTS = ("Describe the video.", "what colour is the shape? answer with one word.")
+
+
+def write_mp4(path, frames):
+    """A 32x32 mpeg4 file of `frames` grey frames, each brighter than the last."""
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=5)
+        stream.width, stream.height, stream.pix_fmt = 32, 32, "yuv420p"
+        for i in range(frames):
+            image = np.full((32, 32, 3), 20 * i, dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)

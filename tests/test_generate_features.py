@@ -1,0 +1,181 @@
+"""docs/design.md §3.8: every `generate` feature works exactly against the brute-force reference or is refused up
+front, naming the user's own setting; at alpha=0 every argument is plain `generate`'s."""
+
+import math
+
+import pytest
+import torch
+from transformers import (DynamicCache, LogitsProcessorList, MinNewTokensLengthLogitsProcessor,
+                          NoBadWordsLogitsProcessor, NoRepeatNGramLogitsProcessor, RepetitionPenaltyLogitsProcessor,
+                          SequenceBiasLogitsProcessor, StoppingCriteria, SuppressTokensLogitsProcessor)
+from transformers.generation.streamers import BaseStreamer
+
+import pnd
+from pnd.testing import tiny_inputs, tiny_model
+
+from helpers import PROMPTS
+from reference import PIXEL_KEYS, conditioned_positions, full_logits
+
+STEPS, ALPHA = 5, 0.7
+
+
+def reference(model, inputs, processors, steps=STEPS):
+    """Greedy decoding by brute force with transformers' own processors applied to the conditioned logits before
+    the normalization (as generate orders them): s = processed - log Z(raw) - alpha * log_softmax(prior)."""
+    sequence, scores = inputs["input_ids"], []
+    for _ in range(steps):
+        raw = full_logits(model, inputs, sequence, prior=False)
+        processed = processors(sequence, raw.clone())
+        prior = torch.log_softmax(full_logits(model, inputs, sequence, prior=True), -1)
+        s = (processed - torch.logsumexp(raw, -1, keepdim=True) - ALPHA * prior).masked_fill(
+            torch.isneginf(processed), -math.inf)
+        scores.append(s)
+        sequence = torch.cat([sequence, s.argmax(-1, keepdim=True)], 1)
+    return sequence, scores
+
+
+class Collect(BaseStreamer):
+    def __init__(self):
+        self.tokens = []
+
+    def put(self, value):
+        self.tokens.append(value.reshape(-1))
+
+    def end(self):
+        self.tokens.append(None)
+
+
+# feature -> (generate kwargs, the transformers processors generate builds for it), from the EOS id and each row's
+# left-padding length
+FEATURES = {
+    "min_new_tokens": lambda eos, pads: ({}, []),
+    "bad_words_ids": lambda eos, pads: ({"bad_words_ids": [[40], [41, 42]]}, [NoBadWordsLogitsProcessor([[40], [41, 42]], eos)]),
+    "suppress_tokens": lambda eos, pads: ({"suppress_tokens": list(range(50, 90))},
+                                       [SuppressTokensLogitsProcessor(list(range(50, 90)))]),
+    "repetition_penalty": lambda eos, pads: ({"repetition_penalty": 1.8},
+                                             [RepetitionPenaltyLogitsProcessor(1.8, prompt_ignore_length=pads)]),
+    "no_repeat_ngram_size": lambda eos, pads: ({"no_repeat_ngram_size": 1}, [NoRepeatNGramLogitsProcessor(1)]),
+    "sequence_bias": lambda eos, pads: ({"sequence_bias": {(45,): 4.0, (46,): -3.0}},
+                                     [SequenceBiasLogitsProcessor([[[45], 4.0], [[46], -3.0]])]),
+    "logits_to_keep": lambda eos, pads: ({"logits_to_keep": 0}, []),
+}
+
+
+@pytest.mark.parametrize("feature", sorted(FEATURES))
+def test_feature_equals_the_reference(tiny, feature):
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    eos, length = model.generation_config.eos_token_id, inputs["input_ids"].shape[1]
+    kwargs, processors = FEATURES[feature](eos, inputs["attention_mask"].int().argmax(1))
+    processors = LogitsProcessorList(processors + [MinNewTokensLengthLogitsProcessor(length, STEPS, eos)])
+    out = pnd.attach(model).generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
+                                     logits_processor=[pnd.PriorNormalized(ALPHA)], return_dict_in_generate=True,
+                                     output_scores=True, **kwargs)
+    sequence, scores = reference(model, inputs, processors)
+    assert torch.equal(out.sequences, sequence)
+    for got, want in zip(out.scores, scores):
+        assert torch.equal(torch.isneginf(got), torch.isneginf(want))
+        finite = torch.isfinite(want)
+        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+
+
+def test_streamer_and_stopping_criteria(tiny):
+    model, processor = tiny("qwen2_vl")
+    inputs = tiny_inputs(processor, "qwen2_vl", PROMPTS[:1])  # streamers take one row
+    length, eos = inputs["input_ids"].shape[1], model.generation_config.eos_token_id
+
+    class StopAfterThree(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), input_ids.shape[1] >= length + 3)
+
+    streamer = Collect()
+    out = pnd.attach(model).generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
+                                     streamer=streamer, stopping_criteria=[StopAfterThree()],
+                                     logits_processor=[pnd.PriorNormalized(ALPHA)])
+    sequence, _ = reference(model, inputs, LogitsProcessorList([MinNewTokensLengthLogitsProcessor(length, STEPS, eos)]),
+                            steps=3)
+    assert torch.equal(out, sequence)
+    assert streamer.tokens[-1] is None and torch.equal(torch.cat(streamer.tokens[:-1]), out[0])
+
+
+def test_decoding_step_attentions_hidden_states_and_cache_describe_the_conditioned_rows():
+    model, processor = tiny_model("llava_onevision")  # its own model: eager attention, to return attentions
+    model.set_attn_implementation("eager")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    n, length = inputs["input_ids"].shape
+    kwargs = dict(max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False, return_dict_in_generate=True,
+                  output_attentions=True, output_hidden_states=True)
+    plain = model.generate(**inputs, **kwargs)
+    out = pnd.attach(model).generate(**inputs, logits_processor=[pnd.PriorNormalized(ALPHA)], **kwargs)
+    for name in ("attentions", "hidden_states"):
+        for got, want in zip(getattr(out, name), getattr(plain, name)):
+            assert [t.shape for t in got] == [t.shape for t in want]
+    # the last step's last hidden state and the returned cache equal a from-scratch conditioned forward's
+    sequence = out.sequences[:, :-1]
+    mask = torch.cat([inputs["attention_mask"], torch.ones(n, STEPS - 1, dtype=torch.long)], 1)
+    with torch.no_grad():
+        scratch = model(input_ids=sequence, attention_mask=mask, use_cache=True, output_hidden_states=True,
+                        position_ids=conditioned_positions(model, sequence, mask, inputs),
+                        **{k: inputs[k] for k in PIXEL_KEYS if k in inputs})
+    torch.testing.assert_close(out.hidden_states[-1][-1][:, -1], scratch.hidden_states[-1][:, -1], atol=1e-4, rtol=0)
+    assert type(out.past_key_values) is DynamicCache
+    for got, want in zip(out.past_key_values.layers, scratch.past_key_values.layers):
+        assert got.keys.shape == want.keys.shape
+        attended = mask.bool()
+        torch.testing.assert_close(got.keys.transpose(1, 2)[attended], want.keys.transpose(1, 2)[attended],
+                                   atol=1e-4, rtol=0)
+        torch.testing.assert_close(got.values.transpose(1, 2)[attended], want.values.transpose(1, 2)[attended],
+                                   atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("kwargs, named", [
+    ({"prefill_chunk_size": 8}, "prefill_chunk_size=8"),
+    ({"prompt_lookup_num_tokens": 3}, "prompt_lookup_num_tokens=3"),
+    ({"negative_prompt_ids": torch.tensor([[1, 2]])}, "generate(..., negative_prompt_ids=...)"),
+    ({"use_cache": False}, "use_cache=False"),
+    ({"cache_implementation": "static"}, "cache_implementation='static'"),
+    ({"past_key_values": DynamicCache()}, "generate(..., past_key_values=...)"),
+])
+def test_refusals_name_the_users_own_setting(tiny, kwargs, named):
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
+    with pytest.raises(ValueError) as error:
+        pnd.attach(model).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)], **kwargs)
+    message = str(error.value)
+    assert named in message and "PriorNormalized(0)" in message
+    others = {"prefill_chunk_size", "prompt_lookup_num_tokens", "negative_prompt_ids", "use_cache", "cache_implementation",
+              "past_key_values"} - {named.split("=")[0].split(".., ")[-1]}
+    assert not any(other in message for other in others), message
+
+
+@pytest.mark.parametrize("kwargs", [{"prefill_chunk_size": 8}, {"use_cache": False}])
+def test_alpha_zero_passes_every_argument_to_plain_generate(tiny, kwargs):
+    """(Prompt lookup and assisted decoding also go straight to plain generate at alpha=0, where transformers 5.23
+    itself fails on video prompts: "Video features and video tokens do not match".)"""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
+    plain = model.generate(**inputs, max_new_tokens=STEPS, do_sample=False, **kwargs)
+    ours = pnd.attach(model).generate(**inputs, max_new_tokens=STEPS, do_sample=False,
+                                      logits_processor=[pnd.PriorNormalized(0)], **kwargs)
+    assert torch.equal(plain, ours)
+
+
+def test_continuing_a_conversation_with_the_returned_cache_is_refused_with_the_way_to_do_it(tiny):
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
+    out = pnd.attach(model).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)],
+                                     return_dict_in_generate=True)
+    with pytest.raises(ValueError, match="pass the whole conversation so far .* as input_ids"):
+        model.generate(**{**inputs, "input_ids": out.sequences}, past_key_values=out.past_key_values,
+                       max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
+
+
+def test_right_padded_prompt_is_explained(tiny):
+    model, processor = tiny("llava_onevision")
+    processor.tokenizer.padding_side = "right"
+    try:
+        inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    finally:
+        processor.tokenizer.padding_side = "left"
+    with pytest.raises(ValueError, match=r"Prompt row\(s\) \[0\] end with padding.*padding_side = 'left'"):
+        pnd.attach(model).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
