@@ -150,6 +150,44 @@ def _qwen2_vl(seed: int, model_type: str = "qwen2_vl"):
     return model, processor
 
 
+def _qwen3_vl(seed: int, model_type: str = "qwen3_vl"):
+    from transformers import AutoConfig, AutoModelForImageTextToText, Qwen2VLImageProcessor, Qwen3VLProcessor
+    from transformers import Qwen3VLVideoProcessor
+
+    tokenizer = tiny_tokenizer(["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"])
+    moe = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32) if model_type == "qwen3_vl_moe" else {}
+    config = AutoConfig.for_model(
+        model_type,
+        text_config=dict(
+            vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2, head_dim=16,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, **moe,
+            rope_parameters={"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True,
+                             "rope_theta": 10000.0},
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
+        ),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
+                           spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64,
+                           num_position_embeddings=16, deepstack_visual_indexes=[0]),
+        image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
+        video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
+        vision_start_token_id=tokenizer.convert_tokens_to_ids("<|vision_start|>"),
+        vision_end_token_id=tokenizer.convert_tokens_to_ids("<|vision_end|>"),
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = AutoModelForImageTextToText.from_config(config).eval()
+    video_size = {"shortest_edge": 64 * 64, "longest_edge": 64 * 64 * 4}
+    processor = Qwen3VLProcessor(
+        image_processor=Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=64 * 64, max_pixels=64 * 64),
+        video_processor=Qwen3VLVideoProcessor(size=video_size, patch_size=16, merge_size=2, do_sample_frames=False,
+                                              cap_pixels_per_frame=True, fps=2),
+        tokenizer=tokenizer,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|vision_start|><|image_pad|><|vision_end|>")
+        .replace("{{ video_placeholder }}", "<|vision_start|><|video_pad|><|vision_end|>"),
+    )
+    return model, processor
+
+
 def _llava(seed: int):
     from transformers import CLIPImageProcessor, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
 
@@ -183,9 +221,11 @@ _BUILDERS = {
     "qwen2_vl": lambda seed: _qwen2_vl(seed, "qwen2_vl"),
     "qwen2_5_vl": lambda seed: _qwen2_vl(seed, "qwen2_5_vl"),
     "llava": _llava,
+    "qwen3_vl": lambda seed: _qwen3_vl(seed, "qwen3_vl"),
+    "qwen3_vl_moe": lambda seed: _qwen3_vl(seed, "qwen3_vl_moe"),
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
-VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl")
+VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):

@@ -21,12 +21,17 @@ def generate(model, inputs, alpha, **kwargs):
     )
 
 
+def _eos(model):
+    eos = model.generation_config.eos_token_id
+    return eos if isinstance(eos, list) else [eos]
+
+
 @pytest.mark.parametrize("model_type", TINY_ARCHITECTURES)
 def test_greedy_matches_brute_force(tiny, model_type):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)
     out = generate(model, inputs, alpha=0.7, min_new_tokens=STEPS)
-    ref_tokens, ref_scores = greedy(model, inputs, 0.7, STEPS)
+    ref_tokens, ref_scores = greedy(model, inputs, 0.7, STEPS, banned=_eos(model))
     assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1] :], ref_tokens)
     for got, want in zip(out.scores, ref_scores):
         finite = torch.isfinite(got)
@@ -43,7 +48,7 @@ def test_normalization_changes_decoding(tiny, model_type):
     assert not torch.equal(plain, normalized)
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl"])
 @pytest.mark.parametrize("mode", ["greedy", "beam", "sample"])
 def test_alpha_zero_is_plain_generate(tiny, model_type, mode):
     model, processor = tiny(model_type)
@@ -59,7 +64,7 @@ def test_alpha_zero_is_plain_generate(tiny, model_type, mode):
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "llava"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "llava", "qwen3_vl"])
 def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
     model, processor = tiny(model_type)
     batch = tiny_inputs(processor, model_type, PROMPTS)
@@ -70,7 +75,7 @@ def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
         assert torch.equal(generate(model, alone, alpha=0.5, min_new_tokens=STEPS).sequences[0, -STEPS:], together[i])
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl"])
 def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)
@@ -100,7 +105,7 @@ def _pixels_of(pixel_inputs, index, model_type):
     return {k: v[index : index + 1] for k, v in pixel_inputs.items()}
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl"])
 def test_sampling_scores_are_reference_scores(tiny, model_type):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)
@@ -113,7 +118,7 @@ def test_sampling_scores_are_reference_scores(tiny, model_type):
     torch.testing.assert_close(got[finite], reference[finite], atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl"])
 def test_prior_ignores_pixels_and_equals_masked_forward(tiny, model_type):
     model, processor = tiny(model_type)
     a = tiny_inputs(processor, model_type, PROMPTS, seed=0)
@@ -153,7 +158,7 @@ def _prior_kv_matches_masked_forward(model, inputs, out):
             torch.testing.assert_close(got_states.transpose(1, 2)[text], want_states.transpose(1, 2)[text], atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl"])
 def test_prior_prefill_rides_in_the_conditioned_call(tiny, model_type, monkeypatch):
     """Issue 7: the prefill is one language-model call on [prompt | text after each row's first visual token]
     (the text before it is the conditioned pass's) whose every layer splits attention between the two, and
@@ -224,12 +229,12 @@ def test_eager_attention_runs_the_prior_in_its_own_call():
     assert not pnd.packed.packs_prior(model, {"logits_to_keep": 1})
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen2_5_vl"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"])
 def test_image_prompts_match_brute_force(tiny, model_type):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS, image=True)
     out = generate(model, inputs, alpha=0.7, min_new_tokens=STEPS)
-    ref_tokens, _ = greedy(model, inputs, 0.7, STEPS)
+    ref_tokens, _ = greedy(model, inputs, 0.7, STEPS, banned=_eos(model))
     assert torch.equal(out.sequences[:, -STEPS:], ref_tokens)
 
 
