@@ -15,25 +15,30 @@ import torch
 PIXEL_KEYS = ("pixel_values", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw")
 
 
-DELIMITED = {"qwen3_vl", "qwen3_vl_moe"}  # the template wraps the processor's whole expansion in vision_start/end
+QWEN3_VL = (("vision_start_token_id", "vision_end_token_id"),)
+GLM4V = (("image_start_token_id", "image_end_token_id"), ("video_start_token_id", "video_end_token_id"))
+# families whose template wraps the processor's whole expansion in (start, end) token pairs (config attribute names)
+DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "glm4v_moe": GLM4V}
 
 
 def visual_positions(model, input_ids):
     """The visual expansion: the placeholder tokens, or for DELIMITED families every token inside an outermost
-    <|vision_start|>...<|vision_end|> pair."""
+    start...end pair."""
     config = model.config
     if config.model_type not in DELIMITED:
         ids = [getattr(config, k, None) for k in ("image_token_id", "video_token_id")]
         return torch.isin(input_ids, torch.tensor([i for i in ids if i is not None]))
     mask = torch.zeros_like(input_ids, dtype=torch.bool)
-    for row, ids in enumerate(input_ids.tolist()):
-        depth = 0
-        for i, token in enumerate(ids):
-            if token == config.vision_end_token_id:
-                depth -= 1
-            mask[row, i] = depth > 0
-            if token == config.vision_start_token_id:
-                depth += 1
+    for start, end in DELIMITED[config.model_type]:
+        start, end = getattr(config, start), getattr(config, end)
+        for row, ids in enumerate(input_ids.tolist()):
+            depth = 0
+            for i, token in enumerate(ids):
+                if token == end:
+                    depth -= 1
+                mask[row, i] |= depth > 0
+                if token == start:
+                    depth += 1
     return mask
 
 

@@ -28,7 +28,7 @@ def _expansions(processor, modality):
                                video_metadata=_metadata(2) * 2)
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_vl_moe"])
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe"])
 @pytest.mark.parametrize("modality", ["video", "image"])
 def test_expansion_mask_is_what_the_processor_replaced(tiny, model_type, modality):
     model, processor = tiny(model_type)
@@ -99,5 +99,5 @@ def test_unpaired_vision_delimiters_are_an_error(tiny):
 def test_a_placeholder_outside_a_vision_block_is_an_error(tiny):
     model, _ = tiny("qwen3_vl")
     ids = torch.tensor([[5, 6, model.config.video_token_id, 7, 8]])
-    with pytest.raises(ValueError, match="outside a <|vision_start|>"):
+    with pytest.raises(ValueError, match="outside a Qwen3-VL"):
         pnd.prior_logits(model, input_ids=ids)

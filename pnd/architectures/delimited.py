@@ -12,7 +12,11 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+
+from .qwen2_vl import MRoPEArchitecture
 
 
 def inside_outermost_blocks(input_ids: torch.Tensor, start_id: int, end_id: int) -> torch.Tensor:
@@ -33,3 +37,30 @@ def inside_outermost_blocks(input_ids: torch.Tensor, start_id: int, end_id: int)
             "do not truncate it."
         )
     return (depth > 0) & ~(starts & (depth == 1))
+
+
+@dataclass(frozen=True)
+class DelimitedArchitecture(MRoPEArchitecture):
+    """An M-RoPE family whose expansion is everything strictly inside the template's outermost delimiter pairs.
+
+    `delimiters` names the config attributes of each (start, end) token-id pair.
+    """
+
+    delimiters: tuple[tuple[str, str], ...] = (("vision_start_token_id", "vision_end_token_id"),)
+
+    def expansion_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:
+        """Tokens inside an outermost delimited block; a placeholder outside every block is an error (its
+        expansion's extent is unknown)."""
+        inside = torch.zeros_like(input_ids, dtype=torch.bool)
+        for start, end in self.delimiters:
+            inside |= inside_outermost_blocks(input_ids, getattr(config, start), getattr(config, end))
+        stray = self.placeholder_mask(config, input_ids) & ~inside
+        if stray.any():
+            rows = stray.any(-1).nonzero().flatten().tolist()
+            raise ValueError(
+                f"Prompt row(s) {rows} hold image/video tokens outside a {self.name} visual block "
+                f"({', '.join(f'{a}…{b}' for a, b in self.delimiters)}), so the extent of their expansion cannot be "
+                "determined. Build the prompt with the processor's chat template (a {'type': 'video'} or "
+                "{'type': 'image'} content part)."
+            )
+        return inside
