@@ -254,6 +254,40 @@ def _llava(seed: int):
     return model, processor
 
 
+def _video_llava(seed: int):
+    from transformers import VideoLlavaConfig, VideoLlavaForConditionalGeneration, VideoLlavaImageProcessor
+    from transformers import VideoLlavaProcessor, VideoLlavaVideoProcessor
+
+    tokenizer = tiny_tokenizer(["<image>", "<video>"])
+    config = VideoLlavaConfig(
+        vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, image_size=32, patch_size=8, projection_dim=32),
+        text_config=dict(model_type="llama", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=1024, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, bos_token_id=None),
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        video_token_index=tokenizer.convert_tokens_to_ids("<video>"),
+        vision_feature_layer=-1,
+        image_seq_length=16,
+        video_seq_length=4 * 17,
+    )
+    torch.manual_seed(seed)
+    model = VideoLlavaForConditionalGeneration(config).eval()
+    crop = dict(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    processor = VideoLlavaProcessor(
+        image_processor=VideoLlavaImageProcessor(**crop),
+        video_processor=VideoLlavaVideoProcessor(**crop),
+        tokenizer=tokenizer,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<image>")
+        .replace("{{ video_placeholder }}", "<video>"),
+    )
+    return model, processor
+
+
 _BUILDERS = {
     "llava_onevision": _llava_onevision,
     "qwen2_vl": lambda seed: _qwen2_vl(seed, "qwen2_vl"),
@@ -263,9 +297,10 @@ _BUILDERS = {
     "qwen3_vl_moe": lambda seed: _qwen3_vl(seed, "qwen3_vl_moe"),
     "glm4v": lambda seed: _glm4v(seed, "glm4v"),
     "glm4v_moe": lambda seed: _glm4v(seed, "glm4v_moe"),
+    "video_llava": _video_llava,
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
-VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe")
+VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava")
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):

@@ -12,7 +12,7 @@ processor's own record of its replacements: tests check the two (and pnd's adapt
 
 import torch
 
-PIXEL_KEYS = ("pixel_values", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw")
+PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw")
 
 
 QWEN3_VL = (("vision_start_token_id", "vision_end_token_id"),)
