@@ -79,10 +79,11 @@ def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
         assert torch.equal(generate(model, alone, alpha=0.5, min_new_tokens=STEPS).sequences[0, -STEPS:], together[i])
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "video_llava"])
-def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type):
+@pytest.mark.parametrize("model_type, image", [("llava_onevision", False), ("qwen2_vl", False), ("qwen3_vl", False),
+                                               ("video_llava", False), ("glm4v", True)])
+def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type, image):
     model, processor = tiny(model_type)
-    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    inputs = tiny_inputs(processor, model_type, PROMPTS, image=image)
     alpha, prompt_len = 0.6, inputs["input_ids"].shape[1]
     out = generate(model, inputs, alpha, num_beams=3, num_return_sequences=2, length_penalty=1.0)
     eos, pad = model.generation_config.eos_token_id, model.generation_config.pad_token_id
@@ -99,13 +100,13 @@ def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type):
 
 
 def _pixels_of(pixel_inputs, index, model_type):
-    """The visual inputs of prompt `index` alone (Qwen2-VL flattens patches of all videos together)."""
-    if "video_grid_thw" in pixel_inputs:
-        grid = pixel_inputs["video_grid_thw"]
-        sizes = grid.prod(-1).tolist()
-        start = sum(sizes[:index])
-        return {"video_grid_thw": grid[index : index + 1],
-                "pixel_values_videos": pixel_inputs["pixel_values_videos"][start : start + sizes[index]]}
+    """The visual inputs of prompt `index` alone (the Qwen-style processors flatten the patches of all visuals)."""
+    for grid_key, pixel_key in (("video_grid_thw", "pixel_values_videos"), ("image_grid_thw", "pixel_values")):
+        if grid_key in pixel_inputs:
+            grid = pixel_inputs[grid_key]
+            sizes = grid.prod(-1).tolist()
+            start = sum(sizes[:index])
+            return {grid_key: grid[index : index + 1], pixel_key: pixel_inputs[pixel_key][start : start + sizes[index]]}
     return {k: v[index : index + 1] for k, v in pixel_inputs.items()}
 
 
