@@ -35,8 +35,12 @@ _CHAT_TEMPLATE = (
 )
 
 
-def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer trained on a few sentences (about one token per word), plus special tokens."""
+def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600, named: dict | None = None) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer trained on a few sentences (about one token per word), plus special tokens.
+
+    `named` maps attribute names to special tokens (e.g. {"image_token": "<|image|>"}: `tokenizer.image_token` and
+    `tokenizer.image_token_id`), for processors that read them from the tokenizer.
+    """
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *special_tokens]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -53,7 +57,7 @@ def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600) -> PreTrain
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         padding_side="left",
-        extra_special_tokens={},
+        extra_special_tokens=named or {},
     )
 
 
@@ -288,6 +292,38 @@ def _video_llava(seed: int):
     return model, processor
 
 
+def _perception_lm(seed: int):
+    from transformers import PerceptionLMConfig, PerceptionLMForConditionalGeneration, PerceptionLMImageProcessor
+    from transformers import PerceptionLMProcessor, PerceptionLMVideoProcessor
+
+    tokenizer = tiny_tokenizer(["<|image|>", "<|video|>"], named={"image_token": "<|image|>", "video_token": "<|video|>"})
+    config = PerceptionLMConfig(  # a timm ViT built from its config: no weights downloaded
+        vision_config={"model_type": "timm_wrapper", "architecture": "vit_tiny_patch16_224", "num_classes": 0,
+                       "model_args": {"img_size": 32, "patch_size": 8, "embed_dim": 32, "depth": 1, "num_heads": 2,
+                                      "class_token": True, "global_pool": ""}},
+        text_config=dict(model_type="llama", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=1024, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, bos_token_id=None),
+        vision_use_cls_token=True,
+        projector_pooling_ratio=2,
+        image_token_id=tokenizer.image_token_id,
+        video_token_id=tokenizer.video_token_id,
+    )
+    torch.manual_seed(seed)
+    model = PerceptionLMForConditionalGeneration(config).eval()
+    processor = PerceptionLMProcessor(
+        image_processor=PerceptionLMImageProcessor(tile_size=32, max_num_tiles=1),
+        video_processor=PerceptionLMVideoProcessor(size={"height": 32, "width": 32}),
+        tokenizer=tokenizer,
+        patch_size=8,
+        pooling_ratio=2,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|image|>")
+        .replace("{{ video_placeholder }}", "<|video|>"),
+    )
+    return model, processor
+
+
 _BUILDERS = {
     "llava_onevision": _llava_onevision,
     "qwen2_vl": lambda seed: _qwen2_vl(seed, "qwen2_vl"),
@@ -298,9 +334,11 @@ _BUILDERS = {
     "glm4v": lambda seed: _glm4v(seed, "glm4v"),
     "glm4v_moe": lambda seed: _glm4v(seed, "glm4v_moe"),
     "video_llava": _video_llava,
+    "perception_lm": _perception_lm,
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
-VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava")
+VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
+                       "perception_lm")
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
