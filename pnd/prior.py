@@ -148,7 +148,7 @@ def masked_prefill(
     slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=shared is not None)
     reused_layers = [(k[:, :, : slots.prefix], v[:, :, : slots.prefix]) for k, v in shared] if slots.prefix else None
     cache = cache_from_layers(model.config.get_text_config(decoder=True), reused_layers)
-    hidden = model.model.language_model(
+    hidden = architecture_for(model).language_model(model)(
         input_ids=input_ids.gather(1, slots.index),
         attention_mask=torch.cat([slots.reused[:, : slots.prefix], slots.computed], 1).long(),
         position_ids=slots.positions,

@@ -230,17 +230,24 @@ def _glm4v(seed: int, model_type: str = "glm4v"):
     return model, processor
 
 
+_TINY_CLIP = dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=2, image_size=32, patch_size=8, projection_dim=32)
+
+
+def _tiny_llama(tokenizer) -> dict:
+    """The text config of a tiny Llama language model for `tokenizer`."""
+    return dict(model_type="llama", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None)
+
+
 def _llava(seed: int):
     from transformers import CLIPImageProcessor, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
 
     tokenizer = tiny_tokenizer(["<image>"])
     config = LlavaConfig(
-        vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=2, image_size=32, patch_size=8, projection_dim=32),
-        text_config=dict(model_type="llama", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=1024, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, bos_token_id=None),
+        vision_config=_TINY_CLIP,
+        text_config=_tiny_llama(tokenizer),
         image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
         vision_feature_layer=-1,
         vision_feature_select_strategy="default",
@@ -264,12 +271,8 @@ def _video_llava(seed: int):
 
     tokenizer = tiny_tokenizer(["<image>", "<video>"])
     config = VideoLlavaConfig(
-        vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=2, image_size=32, patch_size=8, projection_dim=32),
-        text_config=dict(model_type="llama", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=1024, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, bos_token_id=None),
+        vision_config=_TINY_CLIP,
+        text_config=_tiny_llama(tokenizer),
         image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
         video_token_index=tokenizer.convert_tokens_to_ids("<video>"),
         vision_feature_layer=-1,
@@ -301,10 +304,7 @@ def _perception_lm(seed: int):
         vision_config={"model_type": "timm_wrapper", "architecture": "vit_tiny_patch16_224", "num_classes": 0,
                        "model_args": {"img_size": 32, "patch_size": 8, "embed_dim": 32, "depth": 1, "num_heads": 2,
                                       "class_token": True, "global_pool": ""}},
-        text_config=dict(model_type="llama", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=1024, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, bos_token_id=None),
+        text_config=_tiny_llama(tokenizer),
         vision_use_cls_token=True,
         projector_pooling_ratio=2,
         image_token_id=tokenizer.image_token_id,

@@ -105,3 +105,18 @@ def test_a_placeholder_outside_a_vision_block_is_an_error(tiny):
     ids = torch.tensor([[5, 6, model.config.video_token_id, 7, 8]])
     with pytest.raises(ValueError, match="outside a Qwen3-VL"):
         pnd.prior_logits(model, input_ids=ids)
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "glm4v"])
+def test_own_call_prefill_matches_brute_force(model_type):
+    """The prior's prefill as a language-model call of its own (no packing) gives the reference's tokens too."""
+    from pnd.testing import tiny_inputs, tiny_model
+
+    from reference import greedy
+
+    model, processor = tiny_model(model_type)
+    inputs = tiny_inputs(processor, model_type, ("Describe the video.", "what colour is the shape? answer."))
+    pnd.attach(model, prefill="own_call")
+    out = model.generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False,
+                         logits_processor=[pnd.PriorNormalized(0.7)])
+    assert torch.equal(out[:, -4:], greedy(model, inputs, 0.7, 4, banned=[model.generation_config.eos_token_id])[0])

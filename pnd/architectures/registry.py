@@ -50,6 +50,10 @@ class Architecture:
         """Boolean mask (batch, L) of the visual expansion of a prompt: what the prior hides (README, "The prior")."""
         return self.placeholder_mask(config, input_ids)
 
+    def language_model(self, model):
+        """The decoder that runs on token ids without pixels (the prior's own prefill calls it)."""
+        return model.model.language_model
+
     def position_ids(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, **inputs) -> torch.Tensor:
         """The position ids `generate` gives the conditioned pass; `inputs` are the processor's non-pixel outputs."""
         return position_ids_for_generation(model, input_ids, {"attention_mask": attention_mask, **inputs})
