@@ -120,3 +120,29 @@ def test_own_call_prefill_matches_brute_force(model_type):
     out = model.generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False,
                          logits_processor=[pnd.PriorNormalized(0.7)])
     assert torch.equal(out[:, -4:], greedy(model, inputs, 0.7, 4, banned=[model.generation_config.eos_token_id])[0])
+
+
+def test_pnd_caption_on_a_local_qwen3_vl_folder(tmp_path):
+    """`pnd caption --model FOLDER` on a saved Qwen3-VL gives what `model.generate` with PriorNormalized gives here."""
+    import json
+    import pathlib
+    import subprocess
+    import sys
+
+    from pnd.testing import tiny_model
+    from pnd.video import read_video, write_video
+
+    model, processor = tiny_model("qwen3_vl")
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    write_video(tmp_path / "v.mp4", random_video(0, frames=8, size=64))
+    script = pathlib.Path(sys.executable).with_name("pnd")
+    subprocess.run([script, "caption", tmp_path / "v.mp4", "--model", tmp_path / "model", "--alpha", "0.5",
+                    "--frames", "4", "--max-new-tokens", "6", "--out", tmp_path / "out.jsonl"], check=True,
+                   capture_output=True)
+    got = json.loads((tmp_path / "out.jsonl").read_text())["caption"]
+    inputs = processor(text=[video_prompt(processor, "Describe the video.")],
+                       videos=[read_video(tmp_path / "v.mp4", 4)], return_tensors="pt")
+    out = pnd.attach(model).generate(**inputs, max_new_tokens=6, do_sample=False,
+                                     logits_processor=[pnd.PriorNormalized(0.5)])
+    assert got == processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
