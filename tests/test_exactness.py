@@ -48,8 +48,8 @@ def test_normalization_changes_decoding(tiny, model_type):
     assert not torch.equal(plain, normalized)
 
 
-ALPHA_ZERO_CASES = [(model_type, mode) for model_type in ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v")
-                    for mode in ("greedy", "beam", "sample")
+ALPHA_ZERO_FAMILIES = ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm")
+ALPHA_ZERO_CASES = [(model_type, mode) for model_type in ALPHA_ZERO_FAMILIES for mode in ("greedy", "beam", "sample")
                     if (model_type, mode) != ("glm4v", "beam")]  # GLM-4V video + beam crashes in transformers itself
 
 
