@@ -146,3 +146,13 @@ def test_pnd_caption_on_a_local_qwen3_vl_folder(tmp_path):
     out = pnd.attach(model).generate(**inputs, max_new_tokens=6, do_sample=False,
                                      logits_processor=[pnd.PriorNormalized(0.5)])
     assert got == processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+
+
+def test_pnd_models_lists_every_family(capsys):
+    from pnd.cli import main
+
+    assert main(["models", "--families"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "qwen3_vl, qwen3_vl_moe: Qwen3-VL / Qwen3-VL-MoE" in lines and "glm4v, glm4v_moe: GLM-4.1V / GLM-4.5V" in lines
+    listed = [t for line in lines for t in line.split(":")[0].split(", ")]
+    assert sorted(listed) == pnd.supported_model_types()
