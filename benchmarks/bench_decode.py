@@ -139,7 +139,7 @@ class NaivePrior(LogitsProcessor):
 
     def __init__(self, model, inputs):
         self.model, self.inputs = model, inputs
-        self.visual = pnd.architectures.architecture_for(model).visual_mask(model.config, inputs["input_ids"])
+        self.visual = pnd.architectures.architecture_for(model).expansion_mask(model.config, inputs["input_ids"])
 
     @torch.no_grad()
     def __call__(self, input_ids, scores):

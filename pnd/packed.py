@@ -30,11 +30,11 @@ from contextvars import ContextVar
 
 import torch
 from ._compat import attention_implementation, register_sdpa_attention, sdpa_attention_forward, set_attention_implementation
+from .architectures import architecture_for
 from .prior import assemble_prefill, prior_slots
 
 _ATTENTION = "pnd_packed_sdpa"
 _PROMPT: ContextVar[tuple[int, bool]] = ContextVar("pnd_packed_prompt")  # (prompt length, prompt is unpadded)
-_PER_TOKEN_INPUTS = ("token_type_ids", "mm_token_type_ids")  # per-token metadata: 0 (text) for the prior tokens
 _OUTPUT_OPTIONS = ("output_hidden_states", "output_attentions")
 
 
@@ -79,7 +79,7 @@ def packed_prefill(model, forward, kwargs: dict, mode: str):
     packed = dict(kwargs)
     prior_ids = input_ids.gather(1, slots.index).where(slots.computed, input_ids[:, -1:])  # padding: a text id
     packed["input_ids"] = torch.cat([input_ids, prior_ids], 1)
-    for key in _PER_TOKEN_INPUTS:
+    for key in architecture_for(model).token_inputs:  # per-token metadata: 0 (text) for the prior tokens
         if kwargs.get(key) is not None:
             packed[key] = torch.cat([kwargs[key], kwargs[key].new_zeros(kwargs[key].shape[0], extra)], 1)
     packed["position_ids"] = torch.cat([position_ids, slots.positions], -1)

@@ -1,4 +1,4 @@
-"""The prior P(t) = P(t | v_empty): the same tokens with every visual position masked out (docs/design.md §1).
+"""The prior P(t) = P(t | v_empty): the same tokens with the whole visual expansion masked out (docs/design.md §1).
 
 The masked prior never needs pixels or the vision tower: its prefill runs the language model on the
 text tokens only, with the position ids they have in the conditioned pass, and lays the result out in a
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._compat import cache_from_layers, encode_visual_inputs, position_ids_for_generation
+from ._compat import cache_from_layers, encode_visual_inputs
 from .architectures import Architecture, architecture_for
 
 
@@ -50,18 +50,11 @@ def default_position_ids(model, input_ids: torch.Tensor, attention_mask: torch.T
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     metadata = {k: v for k, v in inputs.items() if not k.startswith("pixel_values")}
-    model_kwargs = {"attention_mask": attention_mask, **metadata}
-    base = model.model
-    saved_rope_deltas = getattr(base, "rope_deltas", None)  # Qwen2-VL keeps shared state here: restore it
-    try:
-        return position_ids_for_generation(model, input_ids, model_kwargs)
-    finally:
-        if hasattr(base, "rope_deltas"):
-            base.rope_deltas = saved_rope_deltas
+    return architecture_for(model).position_ids(model, input_ids, attention_mask, **metadata)
 
 
 def text_slots(visual: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Mask of the attended text tokens (what the prior sees) from the visual-token mask, with the errors
+    """Mask of the attended tokens the prior sees, from the mask of the visual expansion, with the errors
     docs/design.md §3.7 asks for."""
     if not bool(visual.any(dim=1).all()):
         rows = (~visual.any(dim=1)).nonzero().flatten().tolist()
@@ -106,7 +99,7 @@ def prior_slots(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, po
     the same positions in both passes, so its keys/values are the conditioned pass's.
     """
     length = input_ids.shape[1]
-    visual = architecture_for(model).visual_mask(model.config, input_ids)
+    visual = architecture_for(model).expansion_mask(model.config, input_ids)
     text = text_slots(visual, attention_mask)
     first_visual = visual.int().argmax(dim=1, keepdim=True)
     reused = text & (torch.arange(length, device=input_ids.device) < first_visual) if reuse else torch.zeros_like(text)
@@ -162,7 +155,7 @@ def masked_prefill(
     slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=shared is not None)
     reused_layers = [(k[:, :, : slots.prefix], v[:, :, : slots.prefix]) for k, v in shared] if slots.prefix else None
     cache = cache_from_layers(model.config.get_text_config(decoder=True), reused_layers)
-    hidden = model.model.language_model(
+    hidden = architecture_for(model).language_model(model)(
         input_ids=input_ids.gather(1, slots.index),
         attention_mask=torch.cat([slots.reused[:, : slots.prefix], slots.computed], 1).long(),
         position_ids=slots.positions,

@@ -132,9 +132,9 @@ class CaptionScorer:
         start = inputs["input_ids"].shape[1]
         inputs["input_ids"] = torch.cat([inputs["input_ids"], caption], 1)
         inputs["attention_mask"] = torch.cat([inputs["attention_mask"], torch.ones_like(caption)], 1)
-        if "mm_token_type_ids" in inputs:
-            mm = inputs["mm_token_type_ids"]
-            inputs["mm_token_type_ids"] = torch.cat([mm, mm.new_zeros(caption.shape)], 1)
+        for key in architecture_for(self.model).token_inputs:  # the caption's tokens are text (0)
+            if key in inputs:
+                inputs[key] = torch.cat([inputs[key], inputs[key].new_zeros(caption.shape)], 1)
         return ScoringInputs(inputs, (start, start + caption.shape[1]))
 
     # -- scoring --------------------------------------------------------------------------------

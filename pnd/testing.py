@@ -35,8 +35,12 @@ _CHAT_TEMPLATE = (
 )
 
 
-def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer trained on a few sentences (about one token per word), plus special tokens."""
+def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600, named: dict | None = None) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer trained on a few sentences (about one token per word), plus special tokens.
+
+    `named` maps attribute names to special tokens (e.g. {"image_token": "<|image|>"}: `tokenizer.image_token` and
+    `tokenizer.image_token_id`), for processors that read them from the tokenizer.
+    """
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *special_tokens]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -53,7 +57,7 @@ def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600) -> PreTrain
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         padding_side="left",
-        extra_special_tokens={},
+        extra_special_tokens=named or {},
     )
 
 
@@ -150,17 +154,100 @@ def _qwen2_vl(seed: int, model_type: str = "qwen2_vl"):
     return model, processor
 
 
+def _qwen3_vl(seed: int, model_type: str = "qwen3_vl"):
+    from transformers import AutoConfig, AutoModelForImageTextToText, Qwen2VLImageProcessor, Qwen3VLProcessor
+    from transformers import Qwen3VLVideoProcessor
+
+    tokenizer = tiny_tokenizer(["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"])
+    moe = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32) if model_type == "qwen3_vl_moe" else {}
+    config = AutoConfig.for_model(
+        model_type,
+        text_config=dict(
+            vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2, head_dim=16,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, **moe,
+            rope_parameters={"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True,
+                             "rope_theta": 10000.0},
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
+        ),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
+                           spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64,
+                           num_position_embeddings=16, deepstack_visual_indexes=[0]),
+        image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
+        video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
+        vision_start_token_id=tokenizer.convert_tokens_to_ids("<|vision_start|>"),
+        vision_end_token_id=tokenizer.convert_tokens_to_ids("<|vision_end|>"),
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = AutoModelForImageTextToText.from_config(config).eval()
+    video_size = {"shortest_edge": 64 * 64, "longest_edge": 64 * 64 * 4}
+    processor = Qwen3VLProcessor(
+        image_processor=Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=64 * 64, max_pixels=64 * 64),
+        video_processor=Qwen3VLVideoProcessor(size=video_size, patch_size=16, merge_size=2, do_sample_frames=False,
+                                              cap_pixels_per_frame=True, fps=2),
+        tokenizer=tokenizer,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|vision_start|><|image_pad|><|vision_end|>")
+        .replace("{{ video_placeholder }}", "<|vision_start|><|video_pad|><|vision_end|>"),
+    )
+    return model, processor
+
+
+def _glm4v(seed: int, model_type: str = "glm4v"):
+    from transformers import AutoConfig, AutoModelForImageTextToText, Glm4vImageProcessor, Glm4vProcessor
+    from transformers import Glm4vVideoProcessor
+
+    specials = ["<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|image|>",
+                "<|video|>"]
+    tokenizer = tiny_tokenizer(specials)
+    ids = dict(zip(("image_start_token_id", "image_end_token_id", "video_start_token_id", "video_end_token_id",
+                    "image_token_id", "video_token_id"), tokenizer.convert_tokens_to_ids(specials)))
+    moe = dict(n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1,
+               first_k_dense_replace=1, n_group=1, topk_group=1) if model_type == "glm4v_moe" else {}
+    config = AutoConfig.for_model(
+        model_type,
+        text_config=dict(
+            vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2, head_dim=16,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, **moe,
+            rope_parameters={"rope_type": "default", "mrope_section": [2, 3, 3], "partial_rotary_factor": 1.0,
+                             "rope_theta": 10000.0},
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        ),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=14, image_size=56,
+                           spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64),
+        **ids,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = AutoModelForImageTextToText.from_config(config).eval()
+    size = {"shortest_edge": 56 * 56, "longest_edge": 56 * 56 * 4}
+    processor = Glm4vProcessor(
+        image_processor=Glm4vImageProcessor(size={"shortest_edge": 56 * 56, "longest_edge": 56 * 56}),
+        video_processor=Glm4vVideoProcessor(size=size, do_sample_frames=False),
+        tokenizer=tokenizer,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|begin_of_image|><|image|><|end_of_image|>")
+        .replace("{{ video_placeholder }}", "<|begin_of_video|><|video|><|end_of_video|>"),
+    )
+    return model, processor
+
+
+_TINY_CLIP = dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=2, image_size=32, patch_size=8, projection_dim=32)
+
+
+def _tiny_llama(tokenizer) -> dict:
+    """The text config of a tiny Llama language model for `tokenizer`."""
+    return dict(model_type="llama", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None)
+
+
 def _llava(seed: int):
     from transformers import CLIPImageProcessor, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
 
     tokenizer = tiny_tokenizer(["<image>"])
     config = LlavaConfig(
-        vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=2, image_size=32, patch_size=8, projection_dim=32),
-        text_config=dict(model_type="llama", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=1024, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, bos_token_id=None),
+        vision_config=_TINY_CLIP,
+        text_config=_tiny_llama(tokenizer),
         image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
         vision_feature_layer=-1,
         vision_feature_select_strategy="default",
@@ -178,14 +265,80 @@ def _llava(seed: int):
     return model, processor
 
 
+def _video_llava(seed: int):
+    from transformers import VideoLlavaConfig, VideoLlavaForConditionalGeneration, VideoLlavaImageProcessor
+    from transformers import VideoLlavaProcessor, VideoLlavaVideoProcessor
+
+    tokenizer = tiny_tokenizer(["<image>", "<video>"])
+    config = VideoLlavaConfig(
+        vision_config=_TINY_CLIP,
+        text_config=_tiny_llama(tokenizer),
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        video_token_index=tokenizer.convert_tokens_to_ids("<video>"),
+        vision_feature_layer=-1,
+        image_seq_length=16,
+        video_seq_length=4 * 17,
+    )
+    torch.manual_seed(seed)
+    model = VideoLlavaForConditionalGeneration(config).eval()
+    crop = dict(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    processor = VideoLlavaProcessor(
+        image_processor=VideoLlavaImageProcessor(**crop),
+        video_processor=VideoLlavaVideoProcessor(**crop),
+        tokenizer=tokenizer,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<image>")
+        .replace("{{ video_placeholder }}", "<video>"),
+    )
+    return model, processor
+
+
+def _perception_lm(seed: int):
+    from transformers import PerceptionLMConfig, PerceptionLMForConditionalGeneration, PerceptionLMImageProcessor
+    from transformers import PerceptionLMProcessor, PerceptionLMVideoProcessor
+
+    tokenizer = tiny_tokenizer(["<|image|>", "<|video|>"], named={"image_token": "<|image|>", "video_token": "<|video|>"})
+    config = PerceptionLMConfig(  # a timm ViT built from its config: no weights downloaded
+        vision_config={"model_type": "timm_wrapper", "architecture": "vit_tiny_patch16_224", "num_classes": 0,
+                       "model_args": {"img_size": 32, "patch_size": 8, "embed_dim": 32, "depth": 1, "num_heads": 2,
+                                      "class_token": True, "global_pool": ""}},
+        text_config=_tiny_llama(tokenizer),
+        vision_use_cls_token=True,
+        projector_pooling_ratio=2,
+        image_token_id=tokenizer.image_token_id,
+        video_token_id=tokenizer.video_token_id,
+    )
+    torch.manual_seed(seed)
+    model = PerceptionLMForConditionalGeneration(config).eval()
+    processor = PerceptionLMProcessor(
+        image_processor=PerceptionLMImageProcessor(tile_size=32, max_num_tiles=1),
+        video_processor=PerceptionLMVideoProcessor(size={"height": 32, "width": 32}),
+        tokenizer=tokenizer,
+        patch_size=8,
+        pooling_ratio=2,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|image|>")
+        .replace("{{ video_placeholder }}", "<|video|>"),
+    )
+    return model, processor
+
+
 _BUILDERS = {
     "llava_onevision": _llava_onevision,
     "qwen2_vl": lambda seed: _qwen2_vl(seed, "qwen2_vl"),
     "qwen2_5_vl": lambda seed: _qwen2_vl(seed, "qwen2_5_vl"),
     "llava": _llava,
+    "qwen3_vl": lambda seed: _qwen3_vl(seed, "qwen3_vl"),
+    "qwen3_vl_moe": lambda seed: _qwen3_vl(seed, "qwen3_vl_moe"),
+    "glm4v": lambda seed: _glm4v(seed, "glm4v"),
+    "glm4v_moe": lambda seed: _glm4v(seed, "glm4v_moe"),
+    "video_llava": _video_llava,
+    "perception_lm": _perception_lm,
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
-VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl")
+VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
+                       "perception_lm")
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):

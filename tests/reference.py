@@ -2,18 +2,57 @@
 
 Every step recomputes two full forwards from scratch, without any cache (docs/design.md §3.2):
   conditioned: the model on the whole sequence, pixels included, HF position ids;
-  prior:       the same call with the attention mask set to 0 at every visual-token position and the
-               position ids of the conditioned pass passed explicitly.
+  prior:       the same call with the attention mask set to 0 over the whole visual expansion (every token the
+               processor inserted for an image or video) and the position ids of the conditioned pass passed
+               explicitly.
+
+The expansion is read here with a plain loop over the tokens, and `processor_expansion` reads it from the
+processor's own record of its replacements: tests check the two (and pnd's adapters) agree.
 """
 
 import torch
 
-PIXEL_KEYS = ("pixel_values", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw")
+PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw")
+
+
+QWEN3_VL = (("vision_start_token_id", "vision_end_token_id"),)
+GLM4V = (("image_start_token_id", "image_end_token_id"), ("video_start_token_id", "video_end_token_id"))
+# families whose template wraps the processor's whole expansion in (start, end) token pairs (config attribute names)
+DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "glm4v_moe": GLM4V}
 
 
 def visual_positions(model, input_ids):
-    ids = [getattr(model.config, k, None) for k in ("image_token_id", "video_token_id")]
-    return torch.isin(input_ids, torch.tensor([i for i in ids if i is not None]))
+    """The visual expansion: the placeholder tokens, or for DELIMITED families every token inside an outermost
+    start...end pair."""
+    config = model.config
+    if config.model_type not in DELIMITED:
+        ids = [getattr(config, k, None) for k in ("image_token_id", "video_token_id")]
+        return torch.isin(input_ids, torch.tensor([i for i in ids if i is not None]))
+    mask = torch.zeros_like(input_ids, dtype=torch.bool)
+    for start, end in DELIMITED[config.model_type]:
+        start, end = getattr(config, start), getattr(config, end)
+        for row, ids in enumerate(input_ids.tolist()):
+            depth = 0
+            for i, token in enumerate(ids):
+                if token == end:
+                    depth -= 1
+                mask[row, i] |= depth > 0
+                if token == start:
+                    depth += 1
+    return mask
+
+
+def processor_expansion(processor, text, **visuals):
+    """(input_ids, mask of the tokens inside a span the processor replaced), from the processor's own offsets."""
+    out = processor(text=text, **visuals, return_tensors="pt", padding=True, return_text_replacement_offsets=True,
+                    return_offsets_mapping=True)
+    mask = torch.zeros_like(out["input_ids"], dtype=torch.bool)
+    for row, replacements in enumerate(out["text_replacement_offsets"]):
+        starts, ends = out["offset_mapping"][row].unbind(-1)
+        for replacement in replacements:
+            begin, end = replacement["new_span"]
+            mask[row] |= (starts >= begin) & (ends <= end) & (ends > starts)
+    return out["input_ids"], mask
 
 
 def conditioned_positions(model, input_ids, mask, inputs):
@@ -49,14 +88,17 @@ def normalized_scores(model, inputs, sequence, alpha):
     return cond - alpha * torch.log_softmax(full_logits(model, inputs, sequence, prior=True), -1)
 
 
-def greedy(model, inputs, alpha, steps):
-    """Normalized greedy decoding by brute force: (generated tokens, per-step scores)."""
+def greedy(model, inputs, alpha, steps, banned=()):
+    """Normalized greedy decoding by brute force: (generated tokens, per-step scores). Tokens in `banned` are never
+    chosen (as generate's `min_new_tokens` bans the end-of-sequence token)."""
     sequence = inputs["input_ids"]
     scores = []
     for _ in range(steps):
         s = normalized_scores(model, inputs, sequence, alpha)
         scores.append(s)
-        sequence = torch.cat([sequence, s.argmax(-1, keepdim=True)], dim=1)
+        choice = s.clone()
+        choice[:, list(banned)] = -torch.inf
+        sequence = torch.cat([sequence, choice.argmax(-1, keepdim=True)], dim=1)
     return sequence[:, inputs["input_ids"].shape[1] :], scores
 
 

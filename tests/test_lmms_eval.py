@@ -199,17 +199,19 @@ def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(m
     assert evaluator.unwrap_generation_output(["a", "b"]) == (["a", "b"], None)
 
 
-def test_pnd_qwen2_vl_in_process_equals_the_reference(tmp_path):
-    """The same class on a Qwen2-VL checkpoint (M-RoPE positions), called as lmms-eval calls it."""
+@pytest.mark.parametrize("model_type, name", [("qwen2_vl", "PndQwen2VL"), ("qwen3_vl", "PndHf")])
+def test_pnd_qwen2_vl_in_process_equals_the_reference(tmp_path, model_type, name):
+    """The same class on a Qwen2-VL checkpoint (M-RoPE positions), and pnd_hf on a Qwen3-VL one (the prior hides
+    the whole expansion), called as lmms-eval calls it."""
     from types import SimpleNamespace
 
-    from pnd.integrations.lmms_eval import PndQwen2VL
+    from pnd.integrations import lmms_eval
     from pnd.testing import tiny_model
 
-    model, processor = tiny_model("qwen2_vl")
+    model, processor = tiny_model(model_type)
     model.save_pretrained(tmp_path / "model")
     processor.save_pretrained(tmp_path / "model")
-    lm = PndQwen2VL(pretrained=str(tmp_path / "model"), alpha=ALPHA, max_frames_num=4, device="cpu")
+    lm = getattr(lmms_eval, name)(pretrained=str(tmp_path / "model"), alpha=ALPHA, max_frames_num=4, device="cpu")
     image = mme_image(3)
     lm.task_dict = {"t": {"test": [{"image": image}]}}
     visual = lambda doc: [doc["image"]]  # noqa: E731

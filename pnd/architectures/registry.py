@@ -1,9 +1,15 @@
 """The registry behind `pnd.architectures`: the `Architecture` record, `register` and the look-ups.
 
+An architecture decides what the prior hides: its `expansion_mask`, every token the processor inserted for an
+image or video (placeholders, and for the newer families per-frame timestamps, labels and delimiters).
+
 Example:
+    >>> import torch
     >>> from pnd.architectures.registry import Architecture
-    >>> Architecture("demo", ("demo",), ("pixel_values",)).pixel_keys
-    ('pixel_values',)
+    >>> from transformers import PretrainedConfig
+    >>> arch = Architecture("demo", ("demo",), ("pixel_values",))
+    >>> arch.expansion_mask(PretrainedConfig(image_token_id=7), torch.tensor([[1, 7, 7, 2]]))
+    tensor([[False,  True,  True, False]])
 """
 
 from __future__ import annotations
@@ -12,26 +18,45 @@ from dataclasses import dataclass
 
 import torch
 
+from .._compat import position_ids_for_generation
+
 _REGISTRY: dict[str, "Architecture"] = {}
 
 
 @dataclass(frozen=True)
 class Architecture:
-    """What pnd needs to know about one family of vision-language models."""
+    """What pnd needs to know about one family of vision-language models.
+
+    The base class serves families whose processor inserts placeholder tokens only: the expansion is the
+    placeholders. Families that insert more override `expansion_mask`.
+    """
 
     name: str
     model_types: tuple[str, ...]
     pixel_keys: tuple[str, ...]  # generate() inputs that carry pixels ("blank" prior zeroes them)
+    token_inputs: tuple[str, ...] = ()  # processor outputs with one entry per token (0 = text), e.g. mm_token_type_ids
 
-    def visual_token_ids(self, config) -> list[int]:
+    def placeholder_ids(self, config) -> list[int]:
         """Placeholder token ids that the processor expands for images and videos."""
         ids = (getattr(config, key, None) for key in ("image_token_id", "video_token_id"))
         return [int(i) for i in ids if i is not None]
 
-    def visual_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:
-        """Boolean mask of the visual-token positions of `input_ids`."""
-        ids = torch.tensor(self.visual_token_ids(config), device=input_ids.device)
+    def placeholder_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:
+        """Boolean mask of the placeholder tokens of `input_ids`."""
+        ids = torch.tensor(self.placeholder_ids(config), device=input_ids.device)
         return torch.isin(input_ids, ids)
+
+    def expansion_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:
+        """Boolean mask (batch, L) of the visual expansion of a prompt: what the prior hides (README, "The prior")."""
+        return self.placeholder_mask(config, input_ids)
+
+    def language_model(self, model):
+        """The decoder that runs on token ids without pixels (the prior's own prefill calls it)."""
+        return model.model.language_model
+
+    def position_ids(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, **inputs) -> torch.Tensor:
+        """The position ids `generate` gives the conditioned pass; `inputs` are the processor's non-pixel outputs."""
+        return position_ids_for_generation(model, input_ids, {"attention_mask": attention_mask, **inputs})
 
 
 def register(architecture: Architecture) -> Architecture:
@@ -52,6 +77,11 @@ def supported_model_types() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def registered() -> list[Architecture]:
+    """Every registered architecture, once, in registration order."""
+    return list(dict.fromkeys(_REGISTRY.values()))
+
+
 def architecture_for(model) -> Architecture:
     """The registered architecture of a Hugging Face model, or a ValueError listing the supported ones."""
     model_type = getattr(getattr(model, "config", None), "model_type", None)
@@ -62,4 +92,3 @@ def architecture_for(model) -> Architecture:
             "Load one of these with its *ForConditionalGeneration class, or add an adapter in pnd/architectures/."
         )
     return _REGISTRY[model_type]
-

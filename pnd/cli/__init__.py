@@ -1,7 +1,7 @@
 """The `pnd` command line.
 
     pnd --version
-    pnd models        # the supported model types
+    pnd models        # the supported model types (--families: grouped, with names)
     pnd retrieve ...  # rank captions for videos with prior normalization (pnd retrieve --help)
     pnd caption ...   # caption videos with prior-normalized decoding (pnd caption --help)
     pnd merge ...     # merge the part files of an unfinished pnd caption job into its --out
@@ -19,12 +19,13 @@ from ..extras import MissingExtra
 
 def main(argv: list[str] | None = None) -> int:
     from .. import __version__
-    from ..architectures import supported_model_types
+    from ..architectures import registered, supported_model_types
 
     parser = argparse.ArgumentParser(prog="pnd", description="Prior-normalized decoding for video/image LLMs.")
     parser.add_argument("--version", action="version", version=f"pnd {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("models", help="list the supported Hugging Face model types")
+    models = commands.add_parser("models", help="list the supported Hugging Face model types")
+    models.add_argument("--families", action="store_true", help="one line per family: its model types and name")
     from . import caption, demo, explain, merge, retrieve
 
     subcommands = {"retrieve": (retrieve, "rank captions for videos (and videos for captions)"),
@@ -37,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
                                                  formatter_class=argparse.RawDescriptionHelpFormatter))
     args = parser.parse_args(argv)
     if args.command == "models":
-        print("\n".join(supported_model_types()))
+        lines = ([f"{', '.join(a.model_types)}: {a.name}" for a in registered()] if args.families
+                 else supported_model_types())
+        print("\n".join(lines))
         return 0
     try:
         return subcommands[args.command][0].run(args)

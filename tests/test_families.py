@@ -1,0 +1,158 @@
+"""Issue 13: the prior hides the whole visual expansion of the newer families (README, "The prior").
+
+Each family's adapter mask is checked against the processor's own record of what it replaced, and the tests
+named `..._hides_timestamps` fail with a prior that masks the placeholder tokens only.
+"""
+
+import pytest
+import torch
+
+import pnd
+from pnd.architectures import Architecture, architecture_for
+from pnd.prompts import video_prompt
+from pnd.testing import random_video
+
+from reference import full_logits, processor_expansion, visual_positions
+
+
+def _metadata(fps):
+    return [{"fps": fps, "total_num_frames": 4, "frames_indices": [0, 1, 2, 3]}]
+
+
+def _expansions(processor, modality):
+    """(input_ids, processor's replaced-span mask) of a left-padded batch of two prompts with one visual each."""
+    texts = [video_prompt(processor, p, modality) for p in ("Describe it.", "what colour is the shape? answer.")]
+    if modality == "image":
+        return processor_expansion(processor, texts, images=[random_video(i, frames=1, size=64)[0] for i in range(2)])
+    return processor_expansion(processor, texts, videos=[random_video(0), random_video(1)],
+                               video_metadata=_metadata(2) * 2)
+
+
+TIMESTAMPED = {"qwen3_vl": True, "qwen3_vl_moe": True, "glm4v": True, "glm4v_moe": True, "video_llava": False,
+               "perception_lm": False}  # whether the processor writes more than placeholders for a video
+
+
+@pytest.mark.parametrize("model_type", sorted(TIMESTAMPED))
+@pytest.mark.parametrize("modality", ["video", "image"])
+def test_expansion_mask_is_what_the_processor_replaced(tiny, model_type, modality):
+    model, processor = tiny(model_type)
+    ids, replaced = _expansions(processor, modality)
+    placeholders = architecture_for(model).placeholder_mask(model.config, ids)
+    assert (replaced & ~placeholders).any() == (modality == "video" and TIMESTAMPED[model_type])
+    assert torch.equal(architecture_for(model).expansion_mask(model.config, ids), replaced)
+    assert torch.equal(visual_positions(model, ids), replaced)  # the brute-force reference hides the same tokens
+
+
+def _timestamped(processor, fps):
+    text = [video_prompt(processor, "Describe the video.")]
+    return processor(text=text, videos=[random_video(0)], video_metadata=_metadata(fps), return_tensors="pt")
+
+
+def test_qwen3_vl_prior_hides_timestamps(tiny):
+    """Two videos whose expansions differ only in their `<t seconds>` text (same token count, same positions): the
+    prior is the same, and equals the brute-force forward with the whole expansion masked. With the placeholders
+    masked only, the timestamps reach the prior (the last assertion shows such a forward differs)."""
+    model, processor = tiny("qwen3_vl")
+    fast, slow = _timestamped(processor, 24), _timestamped(processor, 0.5)
+    assert fast["input_ids"].shape == slow["input_ids"].shape and not torch.equal(fast["input_ids"], slow["input_ids"])
+    prior_fast, prior_slow = pnd.prior_logits(model, **fast), pnd.prior_logits(model, **slow)
+    torch.testing.assert_close(prior_fast, prior_slow, atol=1e-5, rtol=0)
+    torch.testing.assert_close(prior_fast.float(), full_logits(model, fast, fast["input_ids"], prior=True),
+                               atol=1e-4, rtol=0)
+    leaky = [_placeholders_masked(model, inputs) for inputs in (fast, slow)]
+    assert not torch.allclose(leaky[0], leaky[1], atol=1e-3)
+
+
+def test_qwen3_vl_decoding_hides_timestamps(tiny):
+    """Normalized greedy decoding does not depend on the timestamps the processor wrote (alpha=1, prior only
+    differs through them; the conditioned logits are the same pixels at the same positions)."""
+    model, processor = tiny("qwen3_vl")
+    pnd.attach(model)
+    runs = []
+    for fps in (24, 0.5):
+        inputs = _timestamped(processor, fps)
+        out = model.generate(**inputs, max_new_tokens=4, do_sample=False, output_scores=True,
+                             return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(1.0)])
+        cond = model.generate(**inputs, max_new_tokens=1, do_sample=False, output_scores=True,
+                              return_dict_in_generate=True)
+        runs.append((torch.log_softmax(cond.scores[0], -1) - out.scores[0]))  # = the prior's log-softmax
+    torch.testing.assert_close(runs[0], runs[1], atol=1e-4, rtol=0)
+
+
+def _placeholders_masked(model, inputs):
+    """Last logits of a forward whose attention mask hides the placeholder tokens only (the leaky prior)."""
+    ids = inputs["input_ids"]
+    placeholders = Architecture.expansion_mask(architecture_for(model), model.config, ids)
+    positions = pnd.prior.default_position_ids(model, **inputs)
+    with torch.no_grad():
+        logits = model(**{**inputs, "attention_mask": inputs["attention_mask"] * ~placeholders},
+                       position_ids=positions).logits
+    return logits[:, -1].float()
+
+
+def test_unpaired_vision_delimiters_are_an_error(tiny):
+    model, processor = tiny("qwen3_vl")
+    inputs = _timestamped(processor, 2)
+    ids = inputs["input_ids"]
+    start = model.config.vision_start_token_id
+    truncated = ids[:, : int((ids[0] == start).nonzero()[1]) + 3]  # cut inside the first frame
+    with pytest.raises(ValueError, match="do not pair up"):
+        pnd.prior_logits(model, input_ids=torch.cat([truncated, ids[:, -3:]], 1))
+
+
+def test_a_placeholder_outside_a_vision_block_is_an_error(tiny):
+    model, _ = tiny("qwen3_vl")
+    ids = torch.tensor([[5, 6, model.config.video_token_id, 7, 8]])
+    with pytest.raises(ValueError, match="outside a Qwen3-VL"):
+        pnd.prior_logits(model, input_ids=ids)
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "glm4v"])
+def test_own_call_prefill_matches_brute_force(model_type):
+    """The prior's prefill as a language-model call of its own (no packing) gives the reference's tokens too."""
+    from pnd.testing import tiny_inputs, tiny_model
+
+    from reference import greedy
+
+    model, processor = tiny_model(model_type)
+    inputs = tiny_inputs(processor, model_type, ("Describe the video.", "what colour is the shape? answer."))
+    pnd.attach(model, prefill="own_call")
+    out = model.generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False,
+                         logits_processor=[pnd.PriorNormalized(0.7)])
+    assert torch.equal(out[:, -4:], greedy(model, inputs, 0.7, 4, banned=[model.generation_config.eos_token_id])[0])
+
+
+def test_pnd_caption_on_a_local_qwen3_vl_folder(tmp_path):
+    """`pnd caption --model FOLDER` on a saved Qwen3-VL gives what `model.generate` with PriorNormalized gives here."""
+    import json
+    import pathlib
+    import subprocess
+    import sys
+
+    from pnd.testing import tiny_model
+    from pnd.video import read_video, write_video
+
+    model, processor = tiny_model("qwen3_vl")
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    write_video(tmp_path / "v.mp4", random_video(0, frames=8, size=64))
+    script = pathlib.Path(sys.executable).with_name("pnd")
+    subprocess.run([script, "caption", tmp_path / "v.mp4", "--model", tmp_path / "model", "--alpha", "0.5",
+                    "--frames", "4", "--max-new-tokens", "6", "--out", tmp_path / "out.jsonl"], check=True,
+                   capture_output=True)
+    got = json.loads((tmp_path / "out.jsonl").read_text())["caption"]
+    inputs = processor(text=[video_prompt(processor, "Describe the video.")],
+                       videos=[read_video(tmp_path / "v.mp4", 4)], return_tensors="pt")
+    out = pnd.attach(model).generate(**inputs, max_new_tokens=6, do_sample=False,
+                                     logits_processor=[pnd.PriorNormalized(0.5)])
+    assert got == processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+
+
+def test_pnd_models_lists_every_family(capsys):
+    from pnd.cli import main
+
+    assert main(["models", "--families"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "qwen3_vl, qwen3_vl_moe: Qwen3-VL / Qwen3-VL-MoE" in lines and "glm4v, glm4v_moe: GLM-4.1V / GLM-4.5V" in lines
+    listed = [t for line in lines for t in line.split(":")[0].split(", ")]
+    assert sorted(listed) == pnd.supported_model_types()
