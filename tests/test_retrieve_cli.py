@@ -154,3 +154,15 @@ def test_two_processes_under_torchrun_give_the_single_process_matrix_and_metrics
             torch.testing.assert_close(two[key], one[key], atol=1e-4, rtol=1e-4)
     assert (setup / "two" / "metrics.md").read_text() == (setup / "one" / "metrics.md").read_text()
     assert sorted(p.name for p in (setup / "two").iterdir()) == ["metrics.md", "rankings.jsonl", "scores.pt"]
+
+
+def test_inverted_softmax_row_normalizes_each_caption_over_the_videos():
+    """A hub caption (0) that scores high for both videos: QB-Norm over the videos (the queries) takes it back.
+    Worked by hand: column logsumexps -0.526 and -1.202 give rows [-0.474, -0.798] and [-0.974, -0.598]."""
+    from pnd.cli.retrieve import metrics_table
+
+    scores = torch.tensor([[-1.0, -2.0], [-1.5, -1.8]])
+    table = metrics_table({"conditional": scores, "normalized": scores}, torch.arange(2), alpha=0.5)
+    r_at_1 = {line.split(" | ")[0].strip("| "): float(line.split(" | ")[1]) for line in table.splitlines()[2:]}
+    assert r_at_1["prior-normalized (alpha=0.5)"] == 50.0
+    assert r_at_1["prior-normalized + inverted softmax"] == 100.0
