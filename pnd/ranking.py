@@ -57,15 +57,19 @@ def retrieval_metrics(scores: torch.Tensor, targets: torch.Tensor | None = None)
     return metrics
 
 
-def dual_softmax(scores: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+def dual_softmax(scores: torch.Tensor, temperature: float = 1.0, log_scores: bool = False) -> torch.Tensor:
     """Dual Softmax (Cheng et al. 2021): each score times a softmax prior over the other axis (queries).
 
     `scores * softmax(scores / temperature, dim=0)`: a candidate that scores high for every query gets
-    its scores shrunk for the queries where it is not the best.
+    its scores shrunk for the queries where it is not the best. That product ranks correctly for the positive
+    similarities the method was made for; for log-probabilities (negative, as pnd's scores are) pass
+    `log_scores=True`: the result is then the logarithm of the same product taken on the probabilities,
+    `scores + log_softmax(scores / temperature, dim=0)`.
 
     Args:
         scores: (queries, candidates) scores.
         temperature: softmax temperature of the prior over queries.
+        log_scores: whether `scores` are log-probabilities (combine in log space).
 
     Returns:
         The rescaled (queries, candidates) scores.
@@ -74,7 +78,12 @@ def dual_softmax(scores: torch.Tensor, temperature: float = 1.0) -> torch.Tensor
         >>> dual_softmax(torch.tensor([[0., 0.], [0., 0.]]) + 1)
         tensor([[0.5000, 0.5000],
                 [0.5000, 0.5000]])
+        >>> dual_softmax(torch.tensor([[0., 0.], [0., 0.]]), log_scores=True).exp()
+        tensor([[0.5000, 0.5000],
+                [0.5000, 0.5000]])
     """
+    if log_scores:
+        return scores + torch.log_softmax(scores / temperature, dim=0)
     return scores * torch.softmax(scores / temperature, dim=0)
 
 

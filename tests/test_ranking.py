@@ -30,6 +30,17 @@ def test_dual_softmax_by_hand():
     assert out[2, 0].item() == pytest.approx(0.0)
 
 
+def test_dual_softmax_of_log_scores_by_hand():
+    column = [3.0, 1.0, 0.0]
+    out = dual_softmax(SCORES, temperature=2.0, log_scores=True)
+    assert out[0, 0].item() == pytest.approx(3.0 + 1.5 - math.log(sum(math.exp(v / 2) for v in column)))
+    # the log of the product on probabilities: a hub's shrink keeps its sign, unlike the plain product
+    hub = torch.tensor([[-1.0, -2.0], [-1.5, -1.8]])  # caption 0 wins both videos by raw score
+    assert dual_softmax(hub, log_scores=True).argmax(1).tolist() == [0, 1]
+    # the plain product on negative scores: a small prior shrinks a score towards 0, i.e. raises it; hub keeps both
+    assert dual_softmax(hub).argmax(1).tolist() == [0, 0]
+
+
 def test_inverted_softmax_by_hand():
     out = inverted_softmax(SCORES)
     column = [1.0, 2.0, 5.0]

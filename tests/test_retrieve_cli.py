@@ -166,3 +166,5 @@ def test_inverted_softmax_row_normalizes_each_caption_over_the_videos():
     r_at_1 = {line.split(" | ")[0].strip("| "): float(line.split(" | ")[1]) for line in table.splitlines()[2:]}
     assert r_at_1["prior-normalized (alpha=0.5)"] == 50.0
     assert r_at_1["prior-normalized + inverted softmax"] == 100.0
+    # Dual softmax, over the videos and in log space: rows [-1.474, -2.798] and [-2.474, -2.398]
+    assert r_at_1["prior-normalized + dual softmax"] == 100.0

@@ -235,7 +235,7 @@ def metrics_table(matrices: dict, targets: torch.Tensor, alpha: float) -> str:
         rows.append(("likelihood log P(t|v) (alpha=0)", matrices["conditional"]))
         rows.append((f"prior-normalized (alpha={alpha})", matrices["normalized"]))
         rows.append(("prior-normalized + inverted softmax", inverted_softmax(matrices["normalized"])))  # over videos
-        rows.append(("prior-normalized + dual softmax", dual_softmax(matrices["normalized"].T).T))
+        rows.append(("prior-normalized + dual softmax", dual_softmax(matrices["normalized"], log_scores=True)))
         rows.append(("prior-normalized + Sinkhorn", sinkhorn(matrices["normalized"])))
     else:
         rows.append(("first stage", matrices["first_stage"]))
