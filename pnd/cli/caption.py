@@ -151,6 +151,7 @@ def caption_shard(args, out: Path, items: list[Item], launch: Launch) -> int:
               + (f"; {len(failed)} video(s) of rank 0 failed: {', '.join(failed)}" if failed else ""), file=sys.stderr)
     elif failed:
         print(f"pnd caption: {len(failed)} video(s) of rank {launch.rank} failed: {', '.join(failed)}", file=sys.stderr)
+    launch.barrier()  # no rank exits (which makes the launcher stop the others) before rank 0 has merged
     return 1 if failed else 0
 
 
