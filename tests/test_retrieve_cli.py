@@ -238,3 +238,24 @@ def test_a_rerun_scores_nothing_again_and_refuses_rows_of_other_settings(setup, 
     assert again["videos"] == first["videos"] and torch.equal(again["normalized"], first["normalized"])
     with pytest.raises(SystemExit, match="holds score rows computed with other settings"):
         main_retrieve(setup, "--out", "out", "--alpha", "0.5")
+
+
+def test_sigint_stops_cleanly_keeps_the_rows_and_says_how_to_resume(setup, tmp_path):
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(60):  # hard links: distinct paths, so distinct videos
+        os.link(setup / "videos" / f"v{i % 3}.mp4", many / f"{i:02d}.mp4")
+    out = tmp_path / "out"
+    process = subprocess.Popen([SCRIPT, "retrieve", many, "--captions", setup / "captions.jsonl", "--model",
+                                setup / "model", "--frames", "4", "--out", out], stderr=subprocess.PIPE, text=True)
+    part = out / "rows.jsonl.part-00000"
+    deadline = time.time() + 120
+    while lines(part) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    stderr = process.communicate(timeout=60)[1]
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr
+    assert "interrupted" in stderr and "Run the same command again" in stderr
+    assert 2 <= lines(part) < 60
+    assert main_retrieve(setup, "--out", out, videos=many) == 0
+    assert lines(out / "rows.jsonl") == 60 and torch.load(out / "scores.pt")["normalized"].shape == (60, 3)
