@@ -166,6 +166,28 @@ class CaptionScorer:
         return parts if return_parts else parts.normalized
 
     @torch.no_grad()
+    def score_prompts(self, inputs: dict, captions: list[list[str]], return_parts: bool = False) -> list:
+        """`score_prompt` of several prompts that share nothing, their prompts run in one forward call.
+
+        `inputs` are the processor's outputs for the prompts left-padded into one batch (row i: prompt i,
+        `tokenizer.padding_side = "left"`); `captions[i]` are the answers scored after prompt i. Each
+        prompt's rows of the cache, without its padding, then score its captions as `score_prompt` does.
+
+        Returns:
+            One 1-D tensor (or `ScoreParts`) per prompt.
+        """
+        _check_list(captions, "captions", "list of captions")
+        if len(captions) != inputs["input_ids"].shape[0]:
+            raise ValueError(f"{inputs['input_ids'].shape[0]} prompt(s) in inputs but {len(captions)} list(s) of "
+                             "captions; give one list per prompt.")
+        results = []
+        for prefix, answers in zip(self._conditioned_prefixes(self._on_device(inputs)), captions):
+            _check_list(answers, "captions", "caption")
+            parts = self._score_prefix(prefix, [self.caption_ids(c) for c in answers])
+            results.append(parts if return_parts else parts.normalized)
+        return results
+
+    @torch.no_grad()
     def token_scores(self, video, caption: str, top_k: int = 5) -> list[TokenScore]:
         """What the prior did to each token of `caption` given `video`: a `pnd.tokens.TokenScore` per token.
 
@@ -189,7 +211,9 @@ class CaptionScorer:
                             top_k, plausibility)
 
     def _score_tokens(self, inputs: dict, tokens: list[list[int]], bar=None) -> ScoreParts:
-        prefix = self._conditioned_prefix(inputs)
+        return self._score_prefix(self._conditioned_prefix(inputs), tokens, bar)
+
+    def _score_prefix(self, prefix: "Prefix", tokens: list[list[int]], bar=None) -> ScoreParts:
         conditional = self._caption_logprobs(prefix, tokens, bar)
         prior = self._caption_priors(prefix, tokens)
         if self.reduction == "mean":
@@ -198,13 +222,29 @@ class CaptionScorer:
         return ScoreParts(conditional - self.alpha * prior, conditional, prior)
 
     def _conditioned_prefix(self, inputs: dict) -> "Prefix":
+        if inputs["input_ids"].shape[0] != 1:
+            raise ValueError(f"inputs hold {inputs['input_ids'].shape[0]} prompts; this takes one (score_prompts "
+                             "takes a left-padded batch of them).")
+        return self._conditioned_prefixes(inputs)[0]
+
+    def _conditioned_prefixes(self, inputs: dict) -> list["Prefix"]:
+        """The prompts of `inputs` run in one forward call; each row's prefix without its left padding."""
         model = self.model
         positions = default_position_ids(model, **inputs)
         cache = cache_from_layers(model.config.get_text_config(decoder=True))
         out = model(**inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        layers = [(layer.keys, layer.values) for layer in cache.layers]
-        return Prefix(inputs["input_ids"], positions, layers, inputs["attention_mask"].bool(), out.logits[:, -1],
-                      next_positions=positions[..., -1:] + 1)
+        attends = inputs["attention_mask"].bool()
+        prefixes = []
+        for row in range(attends.shape[0]):
+            start = int(attends[row].long().argmax())  # the first attended slot: left padding before it is cut
+            kept = positions[..., row : row + 1, start:]
+            layers = [(layer.keys[row : row + 1, :, start:] if start else layer.keys[row : row + 1],
+                       layer.values[row : row + 1, :, start:] if start else layer.values[row : row + 1])
+                      for layer in cache.layers]
+            prefixes.append(Prefix(inputs["input_ids"][row : row + 1, start:], kept, layers,
+                                   attends[row : row + 1, start:], out.logits[row : row + 1, -1],
+                                   next_positions=kept[..., -1:] + 1))
+        return prefixes
 
     def _caption_priors(self, prefix: "Prefix", tokens: list[list[int]]) -> torch.Tensor:
         """Prior log-probs of the captions, computed once per caption while the prompt layout stays the same."""

@@ -241,3 +241,34 @@ def test_sigint_stops_cleanly_and_says_how_to_resume(videos, tmp_path):
     assert 2 <= len(kept) < 40
     assert main_caption(many, "--out", out, "--max-new-tokens", 32) == 0
     assert sorted(r["video"] for r in records(out)) == sorted(str(p) for p in many.iterdir())
+
+
+def test_batches_of_one_prompt_and_similar_length_give_the_records_of_one_video_at_a_time(videos, tmp_path,
+                                                                                           monkeypatch):
+    """Interleaved prompts of different lengths and videos of two frame sizes: the batched run sorts a window into
+    one generate call per prompt and gives the records (and their order) of unbatched captioning."""
+    import pnd.cli.caption
+
+    names = ["a.mp4", "b.webm", "c.mp4"]
+    for name in names:  # the same clips at a quarter of the pixels
+        frames = read_video(videos / "videos" / name, 16)
+        write_video(tmp_path / f"small-{name}", torch.nn.functional.interpolate(frames.float(), scale_factor=0.5).byte())
+    paths = [videos / "videos" / n for n in names] + [tmp_path / f"small-{n}" for n in names]
+    prompts = ["Describe the video.", "What colour is the moving shape? Answer with one word, please."]
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps({"video": str(p), "prompt": prompts[i % 2]}) + "\n" for i, p in enumerate(paths)))
+    calls = []
+
+    def spy(model, processor, frames, alpha, prompt, **kwargs):
+        calls.append((prompt, len(frames)))
+        return generate(model, processor, frames, alpha, prompt=prompt, **kwargs)
+
+    generate = pnd.cli.caption.generate_captions
+    monkeypatch.setattr(pnd.cli.caption, "generate_captions", spy)
+    common = ["--max-new-tokens", 8, "--workers", 0]
+    assert main_caption(manifest, "--out", tmp_path / "one.jsonl", "--batch-size", 1, *common) == 0
+    calls.clear()
+    assert main_caption(manifest, "--out", tmp_path / "batched.jsonl", "--batch-size", 4, *common) == 0
+    assert sorted(calls) == [(prompts[0], 3), (prompts[1], 3)]  # in listed order: 4 calls of 2, 1, 1 and 1 video(s)
+    assert records(tmp_path / "batched.jsonl") == records(tmp_path / "one.jsonl")
+    assert [r["id"] for r in records(tmp_path / "batched.jsonl")] == [str(p.resolve()) for p in paths]

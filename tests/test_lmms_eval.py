@@ -241,3 +241,32 @@ def test_generate_until_in_batches_gives_what_one_document_at_a_time_gives(root)
     model.batch_size_per_gpu = 1
     assert batched == model.generate_until(requests)
     assert len(set(batched)) > 1, "the documents should not all give the same text"
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+def test_loglikelihood_in_batches_gives_what_one_document_at_a_time_gives(tmp_path, model_type):
+    """Documents that share nothing (images of different sizes, questions of different lengths, 1-3 choices each)
+    scored with their prompts in left-padded batches of 3: the losses of batch 1, which the reference checks."""
+    from types import SimpleNamespace
+
+    from pnd.integrations.lmms_eval import PndHf
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model(model_type)
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    lm = PndHf(pretrained=str(tmp_path / "model"), alpha=ALPHA, device="cpu", batch_size=3)
+    docs = [{"image": mme_image(i).resize((40 + 24 * (i % 3), 48)), "question": "Is it red?" + " Answer." * i}
+            for i in range(5)]
+    lm.task_dict = {"t": {"test": docs}}
+    choices = [[" yes", " no"], [" a red circle"], [" yes", " no", " a blue square on the left"], [" no"], [" maybe"]]
+    requests = [SimpleNamespace(args=(doc["question"], choice, lambda d: [d["image"]], i, "t", "test"))
+                for i, doc in enumerate(docs) for choice in choices[i]]
+    batched = lm.loglikelihood(requests)
+    lm.batch_size_per_gpu = 1
+    single = lm.loglikelihood(requests)
+    np.testing.assert_allclose([loss for loss, _ in batched], [loss for loss, _ in single], atol=1e-4)
+    reference = Reference(tmp_path)
+    inputs = reference.inputs(docs[0]["question"], image=docs[0]["image"])  # the most padded row of its batch
+    expected = [reference.loss(inputs, choice, ALPHA) for choice in choices[0]]
+    np.testing.assert_allclose([loss for loss, _ in batched[:2]], expected, atol=1e-4)

@@ -1,12 +1,16 @@
 """`pnd retrieve` through the real console script, on a tiny model saved to disk and real mp4 files."""
 
 import json
+import os
 import re
 import pathlib
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
+import psutil
 import pytest
 import torch
 
@@ -67,10 +71,10 @@ def test_first_stage_reranking(setup):
     assert "reranked" in (setup / "rerank" / "metrics.md").read_text()
 
 
-def main_retrieve(setup, *extra, captions=None):
+def main_retrieve(setup, *extra, captions=None, videos=None):
     from pnd.cli import main
 
-    return main(["retrieve", str(setup / "videos"), "--captions", str(captions or setup / "captions.jsonl"),
+    return main(["retrieve", str(videos or setup / "videos"), "--captions", str(captions or setup / "captions.jsonl"),
                  "--model", str(setup / "model"), "--frames", "4", *map(str, extra)])
 
 
@@ -138,22 +142,27 @@ def test_bad_first_stage_matrices_are_refused_before_any_model_loads(setup, tmp_
 
 
 @pytest.mark.parametrize("extra", [[], ["--first-stage", "first.npy", "--top-k", "2"]], ids=["full", "rerank"])
-def test_two_processes_under_torchrun_give_the_single_process_matrix_and_metrics(setup, extra):
+def test_two_processes_under_torchrun_give_the_single_process_matrix_and_metrics(setup, extra, tmp_path):
     np.save(setup / "first.npy", np.arange(12, dtype=np.float32).reshape(4, 3) % 5)
     extra = [str(setup / e) if e.endswith(".npy") else e for e in extra]
-    assert main_retrieve(setup, "--reduction", "sum", "--out", setup / "one", *extra) == 1  # broken.mp4
+    assert main_retrieve(setup, "--reduction", "sum", "--out", tmp_path / "one", *extra) == 1  # broken.mp4
     torchrun = [str(SCRIPT.with_name("torchrun")), "--nproc_per_node", "2", "-m", "pnd.cli", "retrieve"]
     result = subprocess.run([*torchrun, str(setup / "videos"), "--captions", str(setup / "captions.jsonl"), "--model",
-                             str(setup / "model"), "--frames", "4", "--reduction", "sum", "--out", str(setup / "two"),
+                             str(setup / "model"), "--frames", "4", "--reduction", "sum", "--out", str(tmp_path / "two"),
                              *extra], capture_output=True, text=True, timeout=300)
     assert result.returncode != 0 and "broken.mp4: cannot be decoded" in result.stderr, result.stderr
-    one, two = torch.load(setup / "one" / "scores.pt"), torch.load(setup / "two" / "scores.pt")
-    assert one.keys() == two.keys() and one["videos"] == two["videos"] == ["v0.mp4", "v1.mp4", "v2.mp4"]
+    assert_same_results(tmp_path / "one", tmp_path / "two", ["v0.mp4", "v1.mp4", "v2.mp4"])
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["metrics.md", "rankings.jsonl", "rows.jsonl",
+                                                                   "scores.pt"]
+
+
+def assert_same_results(expected, got, videos):
+    one, two = torch.load(expected / "scores.pt"), torch.load(got / "scores.pt")
+    assert one.keys() == two.keys() and one["videos"] == two["videos"] == videos
     for key in one:
         if torch.is_tensor(one[key]):
             torch.testing.assert_close(two[key], one[key], atol=1e-4, rtol=1e-4)
-    assert (setup / "two" / "metrics.md").read_text() == (setup / "one" / "metrics.md").read_text()
-    assert sorted(p.name for p in (setup / "two").iterdir()) == ["metrics.md", "rankings.jsonl", "scores.pt"]
+    assert (got / "metrics.md").read_text() == (expected / "metrics.md").read_text()
 
 
 def test_inverted_softmax_row_normalizes_each_caption_over_the_videos():
@@ -168,3 +177,87 @@ def test_inverted_softmax_row_normalizes_each_caption_over_the_videos():
     assert r_at_1["prior-normalized + inverted softmax"] == 100.0
     # Dual softmax, over the videos and in log space: rows [-1.474, -2.798] and [-2.474, -2.398]
     assert r_at_1["prior-normalized + dual softmax"] == 100.0
+
+
+def test_a_killed_rank_then_a_rerun_with_another_process_count_gives_the_single_process_matrix(setup, tmp_path):
+    """Rank 1 of 2 is killed while it waits on a video that never arrives (a FIFO), after writing 3 rows; the same
+    command under 3 processes scores only the 3 videos without rows; a rank other than 0 with a broken video exits 1."""
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(11):  # hard links: distinct paths, so distinct videos
+        if i != 7:
+            os.link(setup / "videos" / f"v{i % 3}.mp4", many / f"{i:02d}.mp4")
+    os.mkfifo(many / "07.mp4")  # rank 1's 4th video (rank 1 takes 01, 03, 05, 07, 09, broken)
+    (many / "broken.mp4").write_bytes(b"garbage")
+    command = ["-m", "pnd.cli", "retrieve", str(many), "--captions", str(setup / "captions.jsonl"), "--model",
+               str(setup / "model"), "--frames", "4", "--out", str(tmp_path / "out")]
+    job = psutil.Popen([str(SCRIPT.with_name("torchrun")), "--nproc_per_node", "2", *command],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parts = [tmp_path / "out" / f"rows.jsonl.part-0000{rank}" for rank in (0, 1)]
+    deadline = time.time() + 240
+    while [lines(p) for p in parts] != [6, 3] and time.time() < deadline:
+        time.sleep(0.1)
+    assert [lines(p) for p in parts] == [6, 3]
+    [rank1] = [p for p in job.children(recursive=True) if p.environ().get("RANK") == "1"]
+    rank1.send_signal(signal.SIGKILL)
+    assert job.wait(timeout=120) != 0
+    assert not (tmp_path / "out" / "scores.pt").exists()
+    from pnd.cli import main
+
+    assert main(["merge", "--out", str(tmp_path / "out")]) == 0  # the parts into rows.jsonl; the re-run reads it
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["rows.jsonl"]
+    assert lines(tmp_path / "out" / "rows.jsonl") == 9
+    (many / "07.mp4").unlink()
+    os.link(setup / "videos" / "v1.mp4", many / "07.mp4")
+    rerun = subprocess.run([str(SCRIPT.with_name("torchrun")), "--nproc_per_node", "3", *command], capture_output=True,
+                           text=True, timeout=300)
+    assert "already has the rows of 9 of these video(s); scoring the other 3 over 3 processes" in rerun.stderr
+    assert rerun.returncode != 0 and "1 video(s) of rank 2 failed" in rerun.stderr, rerun.stderr
+    assert main_retrieve(setup, "--out", tmp_path / "one", videos=many) == 1  # broken.mp4
+    one, two = torch.load(tmp_path / "one" / "scores.pt"), torch.load(tmp_path / "out" / "scores.pt")
+    assert one["videos"] == two["videos"] == [f"{i:02d}.mp4" for i in range(11)]
+    for key in ("normalized", "conditional", "prior"):
+        torch.testing.assert_close(two[key], one[key], atol=1e-4, rtol=1e-4)
+    rows = [json.loads(line) for line in (tmp_path / "out" / "rows.jsonl").read_text().splitlines()]
+    assert sorted(row["id"] for row in rows) == [str(many / f"{i:02d}.mp4") for i in range(11)]  # each video once
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["rankings.jsonl", "rows.jsonl", "scores.pt"]
+
+
+def lines(path):
+    return path.read_text().count("\n") if path.exists() else 0
+
+
+def test_a_rerun_scores_nothing_again_and_refuses_rows_of_other_settings(setup, tmp_path, monkeypatch):
+    assert main_retrieve(setup, "--out", tmp_path / "out") == 1  # broken.mp4
+    first = torch.load(tmp_path / "out" / "scores.pt")
+    (tmp_path / "out" / "scores.pt").unlink()
+    import pnd.loading
+
+    monkeypatch.setattr(pnd.loading, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.chdir(tmp_path)  # the keys are resolved paths: another folder finds the same rows
+    assert main_retrieve(setup, "--out", "out") == 1  # broken.mp4 is retried, fails again, loads nothing
+    again = torch.load(tmp_path / "out" / "scores.pt")
+    assert again["videos"] == first["videos"] and torch.equal(again["normalized"], first["normalized"])
+    with pytest.raises(SystemExit, match="holds score rows computed with other settings"):
+        main_retrieve(setup, "--out", "out", "--alpha", "0.5")
+
+
+def test_sigint_stops_cleanly_keeps_the_rows_and_says_how_to_resume(setup, tmp_path):
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(60):  # hard links: distinct paths, so distinct videos
+        os.link(setup / "videos" / f"v{i % 3}.mp4", many / f"{i:02d}.mp4")
+    out = tmp_path / "out"
+    process = subprocess.Popen([SCRIPT, "retrieve", many, "--captions", setup / "captions.jsonl", "--model",
+                                setup / "model", "--frames", "4", "--out", out], stderr=subprocess.PIPE, text=True)
+    part = out / "rows.jsonl.part-00000"
+    deadline = time.time() + 120
+    while lines(part) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    stderr = process.communicate(timeout=60)[1]
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr
+    assert "interrupted" in stderr and "Run the same command again" in stderr
+    assert 2 <= lines(part) < 60
+    assert main_retrieve(setup, "--out", out, videos=many) == 0
+    assert lines(out / "rows.jsonl") == 60 and torch.load(out / "scores.pt")["normalized"].shape == (60, 3)

@@ -4,7 +4,7 @@
     pnd models        # the supported model types (--families: grouped, with names)
     pnd retrieve ...  # rank captions for videos with prior normalization (pnd retrieve --help)
     pnd caption ...   # caption videos with prior-normalized decoding (pnd caption --help)
-    pnd merge ...     # merge the part files of an unfinished pnd caption job into its --out
+    pnd merge ...     # merge the part files of an unfinished pnd caption or pnd retrieve job
     pnd demo          # the effect, measured offline on the bundled demo model
     pnd explain ...   # why the answer changed: both decodings token by token (pnd explain --help)
 """
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
     subcommands = {"retrieve": (retrieve, "rank captions for videos (and videos for captions)"),
                    "caption": (caption, "caption videos with prior-normalized decoding"),
-                   "merge": (merge, "merge the part files of an unfinished pnd caption job into its --out"),
+                   "merge": (merge, "merge the part files of an unfinished pnd caption or pnd retrieve job"),
                    "demo": (demo, "measure the effect offline on the bundled demo model"),
                    "explain": (explain, "show token by token what the prior did to an answer")}
     for name, (module, summary) in subcommands.items():

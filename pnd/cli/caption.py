@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 import sys
@@ -44,6 +45,7 @@ from .launch import Launch, pick_device, pick_dtype
 from .records import PartWriter, RecordsError, finished_ids, merge
 
 DEMO_MODEL_ID = "pnd-demo"
+WINDOW = 4  # decoded batches sorted together into batches of one prompt and similar length (`length_batches`)
 
 
 def add_arguments(parser) -> None:
@@ -151,6 +153,7 @@ def caption_shard(args, out: Path, items: list[Item], launch: Launch) -> int:
               + (f"; {len(failed)} video(s) of rank 0 failed: {', '.join(failed)}" if failed else ""), file=sys.stderr)
     elif failed:
         print(f"pnd caption: {len(failed)} video(s) of rank {launch.rank} failed: {', '.join(failed)}", file=sys.stderr)
+    launch.barrier()  # no rank exits (which makes the launcher stop the others) before rank 0 has merged
     return 1 if failed else 0
 
 
@@ -191,30 +194,54 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
     attach(model)
     if args.compare:
         print(f"| video | plain | normalized (alpha {args.alpha}) |\n|---|---|---|")
-    started, waited = time.perf_counter(), 0.0
+    started, waited, window = time.perf_counter(), 0.0, []
     with tqdm(total=len(items), desc=f"pnd caption (rank {launch.rank})", unit="video",
               disable=None if launch.rank == 0 else True) as bar:
         while True:
             wait_start = time.perf_counter()
             batch = next(batches, None)
             waited += time.perf_counter() - wait_start
-            if batch is None:
-                break
-            readable = []
-            for item, frames, error in batch:
+            for item, frames, error in batch or []:
                 if error is None:
-                    readable.append((item, frames))
+                    window.append((item, frames))
                 else:
                     tqdm.write(f"pnd caption: failed {error}", file=sys.stderr)
                     failed.append(item.video)
-            for record in caption_records(model, processor, readable, args):
-                if "plain" in record:
-                    tqdm.write(f"| {Path(record['video']).name} | {record['plain']} | {record['caption']} |")
-                part.write(record)
-            bar.update(len(batch))
+                    bar.update(1)
+            if window and (batch is None or len(window) >= WINDOW * args.batch_size):
+                for chunk in length_batches(window, args.batch_size, args.prompt):
+                    for record in caption_records(model, processor, chunk, args):
+                        if "plain" in record:
+                            tqdm.write(f"| {Path(record['video']).name} | {record['plain']} | {record['caption']} |")
+                        part.write(record)
+                    bar.update(len(chunk))
+                window = []
+            if batch is None:
+                break
     elapsed = time.perf_counter() - started
     print(f"pnd caption: rank {launch.rank}: {len(items)} video(s) in {elapsed:.2f} s after the model loaded, "
           f"{waited:.2f} s ({100 * waited / elapsed:.0f}%) waiting for decoded video", file=sys.stderr)
+
+
+def length_batches(videos: list[tuple[Item, torch.Tensor]], batch_size: int, prompt: str) -> list[list]:
+    """`videos` ((item, frames) pairs) in batches of at most `batch_size` that pad little: each batch has one
+    prompt (an item's own, else `prompt`) and, in order of size, videos of about the same number of pixels,
+    whose prompts are as long or about as long in tokens (frames x tokens per frame + prompt tokens).
+
+    Example:
+        >>> import torch
+        >>> from pnd.cli.inputs import Item
+        >>> videos = [(Item(str(i), f"{i}.mp4", p), torch.zeros(2, 3, s, s)) for i, (p, s) in
+        ...           enumerate([(None, 8), ("Why?", 8), (None, 4), ("Why?", 8), (None, 8)])]
+        >>> [[item.id for item, _ in batch] for batch in length_batches(videos, 2, "Describe.")]
+        [['2', '0'], ['4'], ['1', '3']]
+    """
+    ordered = sorted(videos, key=lambda video: (video[0].prompt or prompt, video[1].numel()))
+    batches: list[list] = []
+    for _, same_prompt in itertools.groupby(ordered, key=lambda video: video[0].prompt or prompt):
+        same_prompt = list(same_prompt)
+        batches += [same_prompt[i : i + batch_size] for i in range(0, len(same_prompt), batch_size)]
+    return batches
 
 
 def caption_records(model, processor, batch: list[tuple[Item, torch.Tensor]], args) -> list[dict]:

@@ -26,6 +26,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from ..extras import require
 
@@ -34,6 +35,16 @@ PART = ".part-"
 
 class RecordsError(ValueError):
     """A file that should hold caption records does not; the message names it and says what to do."""
+
+
+class Kind(NamedTuple):
+    """What a records file holds: its records' name in messages and the fields every record has."""
+
+    name: str
+    fields: tuple[str, ...]
+
+
+CAPTIONS = Kind("caption", ("video", "caption"))
 
 
 def part_path(out: Path, rank: int) -> Path:
@@ -50,34 +61,35 @@ def record_id(record: dict) -> str:
     return str(record["id"]) if record.get("id") is not None else str(Path(record["video"]).resolve())
 
 
-def read_records(path: Path, quiet: bool = False) -> list[dict]:
+def read_records(path: Path, quiet: bool = False, kind: Kind = CAPTIONS) -> list[dict]:
     """The complete records of a captions file (JSON lines or Parquet); refuses any other file untouched.
 
     An unfinished last line (a run killed mid-write) is left out and reported on stderr unless `quiet`.
+    `kind` names the records and the fields each must have (`pnd retrieve` keeps score rows this way).
     """
     if path.suffix == ".parquet":
         return _read_parquet(path)
     try:
         text = path.read_text()
     except (UnicodeDecodeError, IsADirectoryError) as error:
-        raise RecordsError(f"{path} is not a captions file ({error}); pass another --out or move it away.") from error
+        raise RecordsError(f"{path} is not a {kind.name}s file ({error}); pass another --out or move it away.") from error
     complete, tail = text[: text.rfind("\n") + 1], text[text.rfind("\n") + 1 :]
-    records = [_check(path, number, line) for number, line in enumerate(complete.splitlines(), 1)]
+    records = [_check(path, number, line, kind) for number, line in enumerate(complete.splitlines(), 1)]
     if tail:
         if not tail.startswith("{"):  # not the start of a record: some other file, keep it whole
-            _check(path, len(records) + 1, tail)
+            _check(path, len(records) + 1, tail, kind)
         if not quiet:
             print(f"pnd: {path}: left out an unfinished last line from an interrupted run", file=sys.stderr)
     return records
 
 
-def _check(path: Path, number: int, line: str) -> dict:
+def _check(path: Path, number: int, line: str, kind: Kind) -> dict:
     try:
         record = json.loads(line)
-        if not isinstance(record, dict) or not {"video", "caption"} <= record.keys():
-            raise ValueError("it has no 'video' and 'caption'")
+        if not isinstance(record, dict) or not set(kind.fields) <= record.keys():
+            raise ValueError(f"it has no {' and '.join(map(repr, kind.fields))}")
     except ValueError as error:
-        raise RecordsError(f"{path}, line {number} is not a caption record ({error}); pass another --out or "
+        raise RecordsError(f"{path}, line {number} is not a {kind.name} record ({error}); pass another --out or "
                            "move the file away (pnd leaves it untouched).") from error
     return record
 
@@ -108,10 +120,15 @@ def write_records(path: Path, records: list[dict]) -> None:
         temporary.unlink(missing_ok=True)
 
 
-def finished_ids(out: Path, quiet: bool = False) -> set[str]:
+def finished_ids(out: Path, quiet: bool = False, kind: Kind = CAPTIONS) -> set[str]:
     """Ids of every record in `out` and in its part files: what a resumed run skips."""
+    return {record_id(r) for r in finished_records(out, quiet, kind)}
+
+
+def finished_records(out: Path, quiet: bool = False, kind: Kind = CAPTIONS) -> list[dict]:
+    """Every record in `out` and in its part files."""
     files = ([out] if out.exists() else []) + part_paths(out)
-    return {record_id(r) for f in files for r in read_records(f, quiet)}
+    return [r for f in files for r in read_records(f, quiet, kind)]
 
 
 def _lock(file, path: Path) -> None:
@@ -154,7 +171,7 @@ class PartWriter:
         self.close()
 
 
-def merge(out: Path, order: list[str] | None = None) -> int:
+def merge(out: Path, order: list[str] | None = None, kind: Kind = CAPTIONS) -> int:
     """Fold the part files into `out` (each id once, `out`'s records first) and remove them.
 
     `order` (ids, e.g. the inputs as listed) sorts the records from the parts; ids not in it go last.
@@ -171,11 +188,11 @@ def merge(out: Path, order: list[str] | None = None) -> int:
         for part in parts:
             handles.append(open(part, "a"))
             _lock(handles[-1], part)
-        records = read_records(out, quiet=True) if out.exists() else []
+        records = read_records(out, quiet=True, kind=kind) if out.exists() else []
         seen = {record_id(r) for r in records}
         added = {}
         for part in parts:
-            for record in read_records(part, quiet=True):
+            for record in read_records(part, quiet=True, kind=kind):
                 if record_id(record) not in seen:
                     added.setdefault(record_id(record), record)
         rank = {id: i for i, id in enumerate(order or [])}

@@ -6,14 +6,24 @@
 Captions: a .txt file (one per line; with --aligned the i-th caption belongs to the i-th video) or a
 .jsonl file of {"caption": ..., "video": file name} (the "video" field gives the ground truth).
 Writes scores.pt, rankings.jsonl and metrics.md (with ground truth) into --out.
+
+Data parallel and resumable as `pnd caption`: under torchrun / accelerate each rank scores every
+WORLD_SIZE-th video and appends its score rows, one JSON record per video keyed by the video's resolved
+path, to its own part file `--out/rows.jsonl.part-{rank}` as it goes; rank 0 merges them into
+`--out/rows.jsonl` and computes the metrics on the whole matrix. Running the same command again after an
+interruption, a crash or a killed rank, with any number of processes, scores only the videos without rows
+(rows of other captions, model or settings are refused, not mixed in). A video that cannot be read is
+named on stderr, gets no row and makes the exit status of its rank 1.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -22,6 +32,10 @@ from ..logits_processor import check_alpha_and_prior
 from ..ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics, sinkhorn
 from ..video import VideoReadError, list_videos, read_video
 from .launch import Launch, pick_device
+from .records import Kind, PartWriter, RecordsError, finished_records, merge, read_records
+
+ROWS = "rows.jsonl"  # in --out: one record per video, {"id", "video", "run", "normalized", ...}: what resume skips
+ROW = Kind("score row", ("id", "run", "normalized"))
 
 
 def add_arguments(parser) -> None:
@@ -120,81 +134,125 @@ def run(args) -> int:
         fail(f"--aligned pairs the i-th caption with the i-th video, but there are {len(captions)} caption(s) and "
              f"{len(paths)} video(s).")
     first = load_first_stage(args.first_stage, (len(paths), len(captions))) if args.first_stage else None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     launch = Launch.from_env()
     launch.start()
     try:
-        rows = score_rows(args, paths, launch.shard(list(range(len(paths)))), captions, first, launch.local_rank)
-        if launch.world_size > 1:
-            rows = gather_rows(Path(args.out), rows, launch)
-            if rows is None:
-                return 0
-        if not len(rows["index"]):
-            print("pnd retrieve: no readable video", file=sys.stderr)
-            return 1
-        return report(args, paths, captions, caption_videos, rows)
+        return score_shard(args, out, paths, Rows(captions, first, settings_key(args, captions, first)), launch,
+                           caption_videos)
     finally:
         launch.stop()
 
 
-def score_rows(args, paths: list[Path], indices: list[int], captions: list[str], first, local_rank: int) -> dict:
-    """Score matrix rows of the listed videos `indices`: {"index": the readable ones, matrices..., "failed", "lengths"}."""
+class Rows(NamedTuple):
+    """What every video's score rows are computed from, and the key that identifies those settings."""
+
+    captions: list[str]
+    first: torch.Tensor | None
+    key: str
+
+
+def settings_key(args, captions: list[str], first) -> str:
+    """A digest of everything a score row depends on: rows written with other settings are not reused."""
+    model = str(Path(args.model).resolve()) if Path(args.model).exists() else args.model
+    settings = [model, args.alpha, args.reduction, args.prompt, args.frames, args.load_in_4bit, args.load_in_8bit,
+                captions]
+    if first is not None:
+        settings += [args.top_k, args.fuse, hashlib.sha256(first.numpy().tobytes()).hexdigest()]
+    return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
+
+
+def score_shard(args, out: Path, paths: list[Path], rows: Rows, launch: Launch, caption_videos: list) -> int:
+    """Score this rank's share of the videos `out` has no rows for yet, then rank 0 merges and reports."""
+    rows_file = out / ROWS
+    ids = [str(path.resolve()) for path in paths]
+    try:
+        part = PartWriter(rows_file, launch.rank)
+        done = finished_rows(rows_file, rows.key)
+    except RecordsError as error:
+        fail(str(error))
+    launch.barrier()  # every rank has read what is done before any rank writes
+    first_of = {}
+    for i, id in enumerate(ids):
+        first_of.setdefault(id, i)
+    pending = [i for id, i in first_of.items() if id not in done]
+    if launch.rank == 0 and len(pending) < len(first_of):
+        print(f"pnd retrieve: {rows_file} already has the rows of {len(first_of) - len(pending)} of these video(s); "
+              f"scoring the other {len(pending)}" + (f" over {launch.world_size} processes" if launch.world_size > 1
+                                                    else ""), file=sys.stderr)
+    failed = []
+    try:
+        with part:
+            score_videos(args, paths, ids, launch.shard(pending), rows, part, failed, launch)
+    except KeyboardInterrupt:
+        print(f"pnd retrieve: interrupted; the {part.written} row(s) of this run are kept in {part.path}. Run the "
+              "same command again to score the rest.", file=sys.stderr)
+        return 130
+    launch.barrier()  # every part is complete
+    status = 1 if failed else 0
+    if launch.rank == 0:
+        merge(rows_file, order=ids, kind=ROW)
+        status = report(args, paths, ids, rows.captions, caption_videos, read_records(rows_file, kind=ROW))
+    elif failed:
+        print(f"pnd retrieve: {len(failed)} video(s) of rank {launch.rank} failed: {', '.join(failed)}", file=sys.stderr)
+    launch.barrier()  # no rank exits (which makes the launcher stop the others) before rank 0 has written
+    return status
+
+
+def finished_rows(rows_file: Path, key: str) -> set[str]:
+    """Ids of the videos whose rows `rows_file` and its parts hold; rows of other settings are refused."""
+    records = finished_records(rows_file, kind=ROW)
+    if any(r["run"] != key for r in records):
+        fail(f"{rows_file} holds score rows computed with other settings (captions, model, alpha, reduction, prompt, "
+             f"frames or first stage); pass another --out, or delete {rows_file} to score every video again.")
+    return {r["id"] for r in records}
+
+
+def score_videos(args, paths: list[Path], ids: list[str], indices: list[int], rows: Rows, part: PartWriter,
+                 failed: list[str], launch: Launch) -> None:
+    """Score the listed videos `indices` into `part`, one row record per video; unreadable ones go to `failed`."""
+    from tqdm.auto import tqdm
+
     from ..loading import load_model
     from ..scoring import CaptionScorer
 
-    videos, failed = [], []
-    for i in indices:
+    scorer = None
+    for i in tqdm(indices, desc=f"pnd retrieve (rank {launch.rank})", unit="video", disable=launch.rank != 0 or None):
         try:
-            videos.append((i, read_video(paths[i], args.frames)))
+            clip = read_video(paths[i], args.frames)
         except VideoReadError as error:
-            print(f"pnd retrieve: skipped {error}", file=sys.stderr)
+            tqdm.write(f"pnd retrieve: skipped {error}", file=sys.stderr)
             failed.append(str(paths[i]))
-    kept = torch.tensor([i for i, _ in videos], dtype=torch.long)
-    keys = ("normalized", "first_stage") if first is not None else ("normalized", "conditional", "prior")
-    rows = {"index": kept, "failed": failed, "lengths": None, **{k: torch.empty(0, len(captions)) for k in keys}}
-    if not videos:
-        return rows
-    model, processor = load_model(args.model, pick_device(args.device, local_rank), load_in_4bit=args.load_in_4bit,
-                                  load_in_8bit=args.load_in_8bit)
-    scorer = CaptionScorer(model, processor, alpha=args.alpha, reduction=args.reduction, prompt=args.prompt,
-                           batch_size=args.batch_size, progress=True)
-    clips = [v for _, v in videos]
-    rows["lengths"] = [len(scorer.caption_ids(c)) for c in captions]
-    if first is not None:
-        def score_fn(query, chosen):
-            return scorer.score([clips[query]], [captions[c] for c in chosen])[0]
-        rows.update(normalized=rerank(first[kept], args.top_k, score_fn, args.fuse), first_stage=first[kept])
-    else:
-        rows.update(scorer.score(clips, captions, return_parts=True)._asdict())
-    return rows
+            continue
+        if scorer is None:  # loaded at the first readable video
+            model, processor = load_model(args.model, pick_device(args.device, launch.local_rank),
+                                          load_in_4bit=args.load_in_4bit, load_in_8bit=args.load_in_8bit)
+            scorer = CaptionScorer(model, processor, alpha=args.alpha, reduction=args.reduction, prompt=args.prompt,
+                                   batch_size=args.batch_size)
+        if rows.first is not None:
+            def score_fn(query, chosen):
+                return scorer.score([clip], [rows.captions[c] for c in chosen])[0]
+            row = {"normalized": rerank(rows.first[i : i + 1], args.top_k, score_fn, args.fuse)[0],
+                   "first_stage": rows.first[i]}
+        else:
+            row = {k: v[0] for k, v in scorer.score([clip], rows.captions, return_parts=True)._asdict().items()}
+        part.write({"id": ids[i], "video": str(paths[i]), "run": rows.key, **{k: v.tolist() for k, v in row.items()}})
 
 
-def gather_rows(out: Path, rows: dict, launch) -> dict | None:
-    """Every rank's rows, in the listed order, on rank 0 (None on the others): part files in --out, a barrier."""
-    out.mkdir(parents=True, exist_ok=True)
-    torch.save(rows, out / f"scores.part-{launch.rank:05d}.pt")
-    launch.barrier()
-    if launch.rank != 0:
-        return None
-    parts = [out / f"scores.part-{rank:05d}.pt" for rank in range(launch.world_size)]
-    loaded = [torch.load(p) for p in parts]
-    index = torch.cat([r["index"] for r in loaded])
-    order = index.argsort()
-    merged = {k: torch.cat([r[k] for r in loaded])[order] for k in rows if torch.is_tensor(rows[k])}
-    merged["failed"] = [f for r in loaded for f in r["failed"]]
-    merged["lengths"] = next((r["lengths"] for r in loaded if r["lengths"] is not None), None)
-    for p in parts:
-        p.unlink()
-    return merged
-
-
-def report(args, paths: list[Path], captions: list[str], caption_videos: list, rows: dict) -> int:
+def report(args, paths: list[Path], ids: list[str], captions: list[str], caption_videos: list, records: list[dict]) -> int:
     """Write scores.pt, rankings.jsonl, metrics.md (and scores.png) from the rows of every readable video."""
-    kept, failed = rows["index"], rows["failed"]
-    names = [paths[i].name for i in kept.tolist()]
-    matrices = {k: v for k, v in rows.items() if k not in ("index", "failed", "lengths")}
+    by_id = {r["id"]: r for r in records}
+    kept = [i for i, id in enumerate(ids) if id in by_id]
+    failed = [str(paths[i]) for i, id in enumerate(ids) if id not in by_id]
+    if not kept:
+        print("pnd retrieve: no readable video", file=sys.stderr)
+        return 1
+    keys = [k for k in ("normalized", "conditional", "prior", "first_stage") if k in by_id[ids[kept[0]]]]
+    matrices = {k: torch.tensor([by_id[ids[i]][k] for i in kept], dtype=torch.float32) for k in keys}
+    names = [paths[i].name for i in kept]
     normalized = matrices["normalized"]
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     torch.save({**matrices, "videos": names, "captions": captions, "alpha": args.alpha}, out / "scores.pt")
     with open(out / "rankings.jsonl", "w") as f:
         for name, row in zip(names, normalized):
@@ -205,7 +263,7 @@ def report(args, paths: list[Path], captions: list[str], caption_videos: list, r
         print(f"pnd retrieve: the model gave NaN scores (see {out}/scores.pt); no metrics. Try another --dtype "
               "or device.", file=sys.stderr)
         return 1
-    targets = kept if args.aligned else ground_truth(names, caption_videos)
+    targets = torch.tensor(kept) if args.aligned else ground_truth(names, caption_videos)
     if targets is not None:
         table = metrics_table(matrices, targets, args.alpha)
         if "conditional" in matrices:
@@ -213,9 +271,20 @@ def report(args, paths: list[Path], captions: list[str], caption_videos: list, r
         (out / "metrics.md").write_text(table + "\n")
         print(table)
     if args.plot and "conditional" in matrices:
-        plot(matrices, rows["lengths"], out / "scores.png")
+        plot(matrices, caption_lengths(args.model, captions), out / "scores.png")
     print(f"pnd retrieve: wrote {out}/scores.pt, rankings.jsonl" + (", metrics.md" if targets is not None else ""))
+    if failed:
+        print(f"pnd retrieve: {len(failed)} video(s) failed and have no rows (a re-run retries them): "
+              f"{', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def caption_lengths(model: str, captions: list[str]) -> list[int]:
+    """Tokens per caption, as `CaptionScorer` scores them."""
+    from transformers import AutoProcessor
+
+    tokenizer = AutoProcessor.from_pretrained(model).tokenizer
+    return [len(tokenizer(c, add_special_tokens=False).input_ids) for c in captions]
 
 
 def ground_truth(names, caption_videos) -> torch.Tensor | None:

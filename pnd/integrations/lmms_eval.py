@@ -45,7 +45,8 @@ class PndHf(lmms):
         max_frames_num (32): frames sampled uniformly from each video.
         dtype ("auto"), device (cuda if available, else cpu), device_map (None, e.g. "auto"),
         attn_implementation (None, e.g. "sdpa"), load_in_4bit / load_in_8bit (False, bitsandbytes).
-        batch_size (lmms-eval's --batch_size, 1): documents `generate_until` decodes together.
+        batch_size (lmms-eval's --batch_size, 1): documents `generate_until` decodes together and whose prompts
+            `loglikelihood` runs together.
     Under `accelerate launch` each process holds a whole model and lmms-eval shards the documents.
     """
 
@@ -60,8 +61,8 @@ class PndHf(lmms):
         if unknown:
             raise TypeError(f"{name}: unknown model_args {sorted(unknown)}. See help(pnd.integrations.lmms_eval.PndHf).")
         if not str(batch_size).isdigit() or int(batch_size) < 1:
-            raise ValueError(f"{name}: --batch_size must be a positive integer (documents decoded together by "
-                             f"generate_until), got {batch_size!r}.")
+            raise ValueError(f"{name}: --batch_size must be a positive integer (documents decoded or scored "
+                             f"together), got {batch_size!r}.")
         self.batch_size_per_gpu = int(batch_size)
         if isinstance(max_frames_num, bool) or not str(max_frames_num).isdigit() or int(max_frames_num) < 1:
             raise ValueError(f"{name}: max_frames_num must be a positive integer (frames sampled per video), got "
@@ -90,16 +91,13 @@ class PndHf(lmms):
     def device(self):
         return self._device
 
-    def _inputs(self, context: str, visuals: list) -> dict:
-        """Processor outputs for one user turn [visuals..., context] plus the generation prompt.
+    def _batch_inputs(self, documents: list[tuple[str, list]]) -> dict:
+        """Processor outputs for (context, visuals) documents in one left-padded batch, each one user turn
+        [visuals..., context] plus the generation prompt (the prompts end where generation starts).
 
         This is the message lmms-eval builds for its chat models; videos are file paths, read with
         `pnd.video.read_video`, images PIL images.
         """
-        return self._batch_inputs([(context, visuals)])
-
-    def _batch_inputs(self, documents: list[tuple[str, list]]) -> dict:
-        """`_inputs` of several documents in one left-padded batch (the prompts end where generation starts)."""
         texts, images, videos = [], [], []
         for context, visuals in documents:
             is_video = [isinstance(v, (str, Path)) for v in visuals]
@@ -165,7 +163,8 @@ class PndHf(lmms):
         loss = -(1/T) * sum_k [log P(t_k | v, x, t_<k) - alpha * log P(t_k | x, t_<k)] over the continuation's T
         tokens, placed right after the generation prompt; with alpha=0 it is the mean cross-entropy lmms-eval's
         HF models return. The choices of one document share one prompt prefix. is_greedy is always False
-        (pnd does not compute it; it only feeds the exact_match metric).
+        (pnd does not compute it; it only feeds the exact_match metric). `--batch_size N` runs the prompts of up
+        to N documents in one left-padded forward call, then scores each document's choices on its own prefix.
         """
         if self._scorer is None:
             self._scorer = CaptionScorer(self.model, self.processor, alpha=self.normalizer.alpha, reduction="mean",
@@ -177,14 +176,21 @@ class PndHf(lmms):
                                  "already divides by the prior; use the acc metric with alpha=1 instead.")
             context, _, _, doc_id, task, split = request.args
             groups.setdefault((task, split, doc_id, context), []).append(i)
+        documents = list(groups.items())
         losses: list = [None] * len(requests)
-        for (task, split, doc_id, context), indices in tqdm(groups.items(), desc="pnd loglikelihood",
-                                                            disable=self.rank != 0):
-            doc, visuals = self._visuals(requests[indices[0]].args[2], task, split, doc_id)
-            continuations = [c if isinstance(c, str) else c(doc) for c in (requests[i].args[1] for i in indices)]
-            scores = self._scorer.score_prompt(self._inputs(context, visuals), continuations)
-            for i, score in zip(indices, scores.tolist()):
-                losses[i] = (-score, False)
+        bar = tqdm(total=len(documents), desc="pnd loglikelihood", disable=self.rank != 0)
+        for start in range(0, len(documents), self.batch_size_per_gpu):
+            batch, prompts, answers = documents[start : start + self.batch_size_per_gpu], [], []
+            for (task, split, doc_id, context), indices in batch:
+                doc, visuals = self._visuals(requests[indices[0]].args[2], task, split, doc_id)
+                prompts.append((context, visuals))
+                answers.append([c if isinstance(c, str) else c(doc) for c in (requests[i].args[1] for i in indices)])
+            scores = self._scorer.score_prompts(self._batch_inputs(prompts), answers)
+            for (_, indices), document_scores in zip(batch, scores):
+                for i, score in zip(indices, document_scores.tolist()):
+                    losses[i] = (-score, False)
+            bar.update(len(batch))
+        bar.close()
         return losses
 
     def generate_until_multi_round(self, requests):
