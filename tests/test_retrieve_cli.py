@@ -45,6 +45,23 @@ def retrieve(setup, out, *extra):
                            "--out", str(setup / out), *extra], capture_output=True, text=True)
 
 
+@pytest.mark.parametrize("command", ["retrieve", "caption"])
+def test_each_process_loads_its_model_with_the_dtype_and_attention_asked(setup, command):
+    """`--dtype` and `--attn-implementation` (shared by `pnd retrieve` and `pnd caption`) reach `from_pretrained`."""
+    import argparse
+
+    from pnd.cli import caption, retrieve
+    from pnd.cli.launch import Launch, load_for_rank
+
+    parser = argparse.ArgumentParser()
+    {"retrieve": retrieve, "caption": caption}[command].add_arguments(parser)
+    required = ["--captions", "c.txt", "--model", "m"] if command == "retrieve" else []
+    args = parser.parse_args(["v.mp4", *required, "--device", "cpu", "--dtype", "bfloat16",
+                              "--attn-implementation", "eager"])
+    model, _ = load_for_rank(args, str(setup / "model"), Launch())
+    assert model.dtype == torch.bfloat16 and model.config._attn_implementation == "eager"
+
+
 def test_full_matrix_rankings_metrics_and_plot(setup):
     result = retrieve(setup, "full", "--plot")
     assert result.returncode == 1, result.stderr  # one video could not be read

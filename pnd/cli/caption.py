@@ -41,7 +41,7 @@ from ..captioning import generate_captions
 from ..logits_processor import PriorNormalized
 from ..video import VideoReadError, read_video
 from .inputs import InputsError, Item, read_inputs
-from .launch import Launch, pick_device, pick_dtype
+from .launch import Launch, add_model_arguments, load_for_rank
 from .records import PartWriter, RecordsError, finished_ids, merge
 
 DEMO_MODEL_ID = "pnd-demo"
@@ -63,12 +63,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2,
                         help="processes decoding videos while the model captions (0: in the main process; default 2)")
-    parser.add_argument("--device", default="auto", help="auto (default: this process's GPU if any, else cpu), cpu, cuda:0 ...")
-    parser.add_argument("--dtype", choices=["auto", "bfloat16", "float16", "float32"],
-                        help="default: bfloat16 on a GPU, the checkpoint's dtype on cpu")
-    parser.add_argument("--attn-implementation", help="e.g. sdpa, eager, flash_attention_2 (default: transformers')")
-    parser.add_argument("--load-in-4bit", action="store_true")
-    parser.add_argument("--load-in-8bit", action="store_true")
+    add_model_arguments(parser)
 
 
 def check_arguments(args) -> Path:
@@ -179,7 +174,6 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
     from tqdm.auto import tqdm
 
     from ..demo import DEMO_MODEL
-    from ..loading import load_model
     from ..paired import attach
 
     if not items:
@@ -187,10 +181,7 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
     loader = torch.utils.data.DataLoader(VideoFrames(items, args.frames), batch_size=args.batch_size,
                                          num_workers=args.workers, collate_fn=list)
     batches = iter(loader)  # the workers start decoding while the model loads
-    device = pick_device(args.device, launch.local_rank)
-    model, processor = load_model(args.model or str(DEMO_MODEL), device, dtype=pick_dtype(args.dtype, device),
-                                  load_in_4bit=args.load_in_4bit, load_in_8bit=args.load_in_8bit,
-                                  attn_implementation=args.attn_implementation)
+    model, processor = load_for_rank(args, args.model or str(DEMO_MODEL), launch)
     attach(model)
     if args.compare:
         print(f"| video | plain | normalized (alpha {args.alpha}) |\n|---|---|---|")

@@ -62,3 +62,22 @@ def pick_dtype(dtype: str | None, device: str) -> str:
     if dtype is not None:
         return dtype
     return "bfloat16" if device.startswith("cuda") else "auto"
+
+
+def add_model_arguments(parser) -> None:
+    """The options of where and how each process loads its model (shared by `pnd caption` and `pnd retrieve`)."""
+    parser.add_argument("--device", default="auto", help="auto (default: this process's GPU if any, else cpu), cpu, cuda:0 ...")
+    parser.add_argument("--dtype", choices=["auto", "bfloat16", "float16", "float32"],
+                        help="default: bfloat16 on a GPU, the checkpoint's dtype on cpu")
+    parser.add_argument("--attn-implementation", help="e.g. sdpa, eager, flash_attention_2 (default: transformers')")
+    parser.add_argument("--load-in-4bit", action="store_true")
+    parser.add_argument("--load-in-8bit", action="store_true")
+
+
+def load_for_rank(args, name_or_path: str, launch: Launch):
+    """`(model, processor)` of `name_or_path` on this process's device, with the options of `add_model_arguments`."""
+    from ..loading import load_model
+
+    device = pick_device(args.device, launch.local_rank)
+    return load_model(name_or_path, device, dtype=pick_dtype(args.dtype, device), load_in_4bit=args.load_in_4bit,
+                      load_in_8bit=args.load_in_8bit, attn_implementation=args.attn_implementation)

@@ -31,7 +31,7 @@ from ..extras import pyplot
 from ..logits_processor import check_alpha_and_prior
 from ..ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics, sinkhorn
 from ..video import VideoReadError, list_videos, read_video
-from .launch import Launch, pick_device
+from .launch import Launch, add_model_arguments, load_for_rank
 from .records import Kind, PartWriter, RecordsError, finished_records, merge, read_records
 
 ROWS = "rows.jsonl"  # in --out: one record per video, {"id", "video", "run", "normalized", ...}: what resume skips
@@ -51,9 +51,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--top-k", type=int, default=10, help="candidates reranked per video with --first-stage")
     parser.add_argument("--fuse", type=float, default=0.0, help="weight of the first-stage similarity added")
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--device", default="auto", help="auto (default: this process's GPU if any, else cpu), cpu, cuda:0 ...")
-    parser.add_argument("--load-in-4bit", action="store_true")
-    parser.add_argument("--load-in-8bit", action="store_true")
+    add_model_arguments(parser)
     parser.add_argument("--out", default="pnd_retrieval")
     parser.add_argument("--plot", action="store_true", help="save scores.png: matrices and prior vs caption length")
 
@@ -156,8 +154,8 @@ class Rows(NamedTuple):
 def settings_key(args, captions: list[str], first) -> str:
     """A digest of everything a score row depends on: rows written with other settings are not reused."""
     model = str(Path(args.model).resolve()) if Path(args.model).exists() else args.model
-    settings = [model, args.alpha, args.reduction, args.prompt, args.frames, args.load_in_4bit, args.load_in_8bit,
-                captions]
+    settings = [model, args.alpha, args.reduction, args.prompt, args.frames, args.dtype, args.attn_implementation,
+                args.load_in_4bit, args.load_in_8bit, captions]
     if first is not None:
         settings += [args.top_k, args.fuse, hashlib.sha256(first.numpy().tobytes()).hexdigest()]
     return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
@@ -205,7 +203,8 @@ def finished_rows(rows_file: Path, key: str) -> set[str]:
     records = finished_records(rows_file, kind=ROW)
     if any(r["run"] != key for r in records):
         fail(f"{rows_file} holds score rows computed with other settings (captions, model, alpha, reduction, prompt, "
-             f"frames or first stage); pass another --out, or delete {rows_file} to score every video again.")
+             f"frames, dtype, attention or first stage); pass another --out, or delete {rows_file} to score every "
+             "video again.")
     return {r["id"] for r in records}
 
 
@@ -214,7 +213,6 @@ def score_videos(args, paths: list[Path], ids: list[str], indices: list[int], ro
     """Score the listed videos `indices` into `part`, one row record per video; unreadable ones go to `failed`."""
     from tqdm.auto import tqdm
 
-    from ..loading import load_model
     from ..scoring import CaptionScorer
 
     scorer = None
@@ -226,8 +224,7 @@ def score_videos(args, paths: list[Path], ids: list[str], indices: list[int], ro
             failed.append(str(paths[i]))
             continue
         if scorer is None:  # loaded at the first readable video
-            model, processor = load_model(args.model, pick_device(args.device, launch.local_rank),
-                                          load_in_4bit=args.load_in_4bit, load_in_8bit=args.load_in_8bit)
+            model, processor = load_for_rank(args, args.model, launch)
             scorer = CaptionScorer(model, processor, alpha=args.alpha, reduction=args.reduction, prompt=args.prompt,
                                    batch_size=args.batch_size)
         if rows.first is not None:
