@@ -2,6 +2,7 @@
 
 import av
 import numpy as np
+import psutil
 
 PROMPTS = ("Describe the video.", "what colour is the shape? answer with one word.")
 
@@ -17,3 +18,15 @@ def write_mp4(path, frames):
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
+
+
+def rank_process(job, rank: str):
+    """The process of `rank` under the launcher `job` (not its DataLoader workers, which inherit RANK)."""
+    def rank_of(process):
+        try:
+            return process.environ().get("RANK")
+        except psutil.Error:  # gone or a zombie
+            return None
+
+    [process] = [p for p in job.children(recursive=True) if rank_of(p) == rank and rank_of(p.parent()) != rank]
+    return process

@@ -18,6 +18,8 @@ import torch
 from pnd.demo.moving import make_moving_clip
 from pnd.video import write_video
 
+from helpers import rank_process
+
 BIN = pathlib.Path(sys.executable).parent
 ARGS = ["--max-new-tokens", "8", "--batch-size", "2"]
 TORCHRUN = [str(BIN / "torchrun"), "--nproc_per_node", "2", "-m", "pnd.cli", "caption"]
@@ -76,7 +78,7 @@ def test_a_killed_rank_then_a_rerun_with_another_process_count_gives_every_video
     deadline = time.time() + 180
     while not (part.exists() and part.read_text().count("\n") >= 2) and time.time() < deadline:
         time.sleep(0.05)
-    [rank1] = [p for p in job.children(recursive=True) if p.environ().get("RANK") == "1"]
+    rank1 = rank_process(job, "1")
     rank1.send_signal(signal.SIGKILL)
     assert job.wait(timeout=120) != 0
     assert not out.exists() or len(records(out)) < 30  # the job never merged everything

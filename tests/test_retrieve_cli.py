@@ -17,7 +17,7 @@ import torch
 from pnd.ranking import retrieval_metrics, sinkhorn
 from pnd.testing import tiny_model
 
-from helpers import write_mp4
+from helpers import rank_process, write_mp4
 
 SCRIPT = pathlib.Path(sys.executable).with_name("pnd")
 
@@ -99,6 +99,7 @@ def main_retrieve(setup, *extra, captions=None, videos=None):
     (["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
     (["--frames", "-3"], "--frames must be at least 1, got -3"),
     (["--top-k", "0"], "--top-k must be at least 1, got 0"),
+    (["--workers", "-1"], "--workers must be 0 (decode in the main process) or more, got -1"),
     (["--alpha", "nan"], "alpha must be a finite number"),
 ])
 def test_bad_arguments_are_refused_before_any_model_loads(setup, tmp_path, no_model, args, message):
@@ -162,7 +163,8 @@ def test_bad_first_stage_matrices_are_refused_before_any_model_loads(setup, tmp_
 def test_two_processes_under_torchrun_give_the_single_process_matrix_and_metrics(setup, extra, tmp_path):
     np.save(setup / "first.npy", np.arange(12, dtype=np.float32).reshape(4, 3) % 5)
     extra = [str(setup / e) if e.endswith(".npy") else e for e in extra]
-    assert main_retrieve(setup, "--reduction", "sum", "--out", tmp_path / "one", *extra) == 1  # broken.mp4
+    # one process decoding in its main loop; two with the default 2 DataLoader workers each
+    assert main_retrieve(setup, "--reduction", "sum", "--workers", "0", "--out", tmp_path / "one", *extra) == 1
     torchrun = [str(SCRIPT.with_name("torchrun")), "--nproc_per_node", "2", "-m", "pnd.cli", "retrieve"]
     result = subprocess.run([*torchrun, str(setup / "videos"), "--captions", str(setup / "captions.jsonl"), "--model",
                              str(setup / "model"), "--frames", "4", "--reduction", "sum", "--out", str(tmp_path / "two"),
@@ -215,8 +217,11 @@ def test_a_killed_rank_then_a_rerun_with_another_process_count_gives_the_single_
     while [lines(p) for p in parts] != [6, 3] and time.time() < deadline:
         time.sleep(0.1)
     assert [lines(p) for p in parts] == [6, 3]
-    [rank1] = [p for p in job.children(recursive=True) if p.environ().get("RANK") == "1"]
+    rank1 = rank_process(job, "1")
+    workers = rank1.children(recursive=True)  # its DataLoader workers, one of them blocked on the FIFO
     rank1.send_signal(signal.SIGKILL)
+    for worker in workers:
+        worker.kill()
     assert job.wait(timeout=120) != 0
     assert not (tmp_path / "out" / "scores.pt").exists()
     from pnd.cli import main

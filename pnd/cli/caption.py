@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+from operator import attrgetter
 import os
 import stat
 import sys
@@ -39,8 +40,7 @@ import torch
 
 from ..captioning import generate_captions
 from ..logits_processor import PriorNormalized
-from ..video import VideoReadError, read_video
-from .inputs import InputsError, Item, read_inputs
+from .inputs import InputsError, Item, VideoFrames, read_inputs
 from .launch import Launch, add_model_arguments, load_for_rank
 from .records import PartWriter, RecordsError, finished_ids, merge
 
@@ -152,23 +152,6 @@ def caption_shard(args, out: Path, items: list[Item], launch: Launch) -> int:
     return 1 if failed else 0
 
 
-class VideoFrames(torch.utils.data.Dataset):
-    """(item, frames, None), or (item, None, the reason) for a video that cannot be read."""
-
-    def __init__(self, items: list[Item], frames: int):
-        self.items, self.frames = items, frames
-
-    def __len__(self):
-        return len(self.items)
-
-    def __getitem__(self, index):
-        item = self.items[index]
-        try:
-            return item, read_video(item.video, self.frames), None
-        except VideoReadError as error:
-            return item, None, str(error)
-
-
 def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], launch: Launch) -> None:
     """Caption `items` into `part`; the names of videos that cannot be read go to `failed`."""
     from tqdm.auto import tqdm
@@ -178,7 +161,7 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
 
     if not items:
         return
-    loader = torch.utils.data.DataLoader(VideoFrames(items, args.frames), batch_size=args.batch_size,
+    loader = torch.utils.data.DataLoader(VideoFrames(items, args.frames, video_of=attrgetter("video")), batch_size=args.batch_size,
                                          num_workers=args.workers, collate_fn=list)
     batches = iter(loader)  # the workers start decoding while the model loads
     model, processor = load_for_rank(args, args.model or str(DEMO_MODEL), launch)

@@ -26,10 +26,12 @@ import csv
 import json
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
+
+import torch
 
 from ..extras import require
-from ..video import list_videos
+from ..video import VideoReadError, list_videos, read_video
 
 MANIFESTS = (".jsonl", ".csv", ".parquet")
 LISTS = (".txt", ".lst")
@@ -108,3 +110,21 @@ def _rows(path: Path) -> list[dict]:
             if not isinstance(rows[-1], dict):
                 raise InputsError(f"{path}, line {number} is not a JSON object with a 'video' field.")
     return rows
+
+
+class VideoFrames(torch.utils.data.Dataset):
+    """The frames of each input, read by DataLoader workers: (item, frames, None), or (item, None, the reason) for a
+    video that cannot be read; `video_of(item)` is the item's video path."""
+
+    def __init__(self, items: list, frames: int, video_of: Callable):
+        self.items, self.frames, self.video_of = items, frames, video_of
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        item = self.items[index]
+        try:
+            return item, read_video(self.video_of(item), self.frames), None
+        except VideoReadError as error:
+            return item, None, str(error)

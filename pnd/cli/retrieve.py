@@ -13,7 +13,8 @@ path, to its own part file `--out/rows.jsonl.part-{rank}` as it goes; rank 0 mer
 `--out/rows.jsonl` and computes the metrics on the whole matrix. Running the same command again after an
 interruption, a crash or a killed rank, with any number of processes, scores only the videos without rows
 (rows of other captions, model or settings are refused, not mixed in). A video that cannot be read is
-named on stderr, gets no row and makes the exit status of its rank 1.
+named on stderr, gets no row and makes the exit status of its rank 1. Worker processes (--workers) decode
+videos while the model scores.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import torch
 from ..extras import pyplot
 from ..logits_processor import check_alpha_and_prior
 from ..ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics, sinkhorn
-from ..video import VideoReadError, list_videos, read_video
+from ..video import list_videos
+from .inputs import VideoFrames
 from .launch import Launch, add_model_arguments, load_for_rank
 from .records import Kind, PartWriter, RecordsError, finished_records, merge, read_records
 
@@ -51,6 +53,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--top-k", type=int, default=10, help="candidates reranked per video with --first-stage")
     parser.add_argument("--fuse", type=float, default=0.0, help="weight of the first-stage similarity added")
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=2,
+                        help="processes decoding videos while the model scores (0: in the main process; default 2)")
     add_model_arguments(parser)
     parser.add_argument("--out", default="pnd_retrieval")
     parser.add_argument("--plot", action="store_true", help="save scores.png: matrices and prior vs caption length")
@@ -110,6 +114,8 @@ def check_arguments(args) -> None:
     for name in ("batch_size", "frames", "top_k"):
         if getattr(args, name) < 1:
             fail(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")
+    if args.workers < 0:
+        fail(f"--workers must be 0 (decode in the main process) or more, got {args.workers}.")
     if args.load_in_4bit and args.load_in_8bit:
         fail("choose one of --load-in-4bit and --load-in-8bit.")
     try:
@@ -216,10 +222,11 @@ def score_videos(args, paths: list[Path], ids: list[str], indices: list[int], ro
     from ..scoring import CaptionScorer
 
     scorer = None
-    for i in tqdm(indices, desc=f"pnd retrieve (rank {launch.rank})", unit="video", disable=launch.rank != 0 or None):
-        try:
-            clip = read_video(paths[i], args.frames)
-        except VideoReadError as error:
+    loader = torch.utils.data.DataLoader(VideoFrames(indices, args.frames, video_of=paths.__getitem__), batch_size=1,
+                                         num_workers=args.workers if indices else 0, collate_fn=list)
+    for [(i, clip, error)] in tqdm(loader, desc=f"pnd retrieve (rank {launch.rank})", unit="video",
+                                   disable=launch.rank != 0 or None):
+        if error is not None:
             tqdm.write(f"pnd retrieve: skipped {error}", file=sys.stderr)
             failed.append(str(paths[i]))
             continue
