@@ -182,6 +182,7 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     max_length = config.max_length if config.max_new_tokens is None else prompt.shape[1] + config.max_new_tokens
     cache = PairedStaticCache(text_config, max_cache_len=max(max_length - 1, config.max_cache_len or 0))
     kwargs["cache_implementation"] = None  # generate takes a cache or a cache_implementation, not both
+    kwargs.pop("max_cache_len", None)  # used here
     if compiles_decoding(model, config):  # pnd compiles the model's forward itself: its own glue stays outside
         kwargs["disable_compile"] = True
         generation.decode_forward = generation.attachment.compiled_forward(model, config.compile_config)
@@ -220,10 +221,17 @@ def _refuse_unsupported(config, kwargs: dict) -> None:
 
 
 def _paired_forward(model, attachment: Attachment, *args, **kwargs):
-    generation = RUNNING_GENERATION.get()
     cache = kwargs.get("past_key_values")
-    if (generation is None or generation.attachment is not attachment
-            or not isinstance(cache, (PairedCache, PairedStaticCache))):
+    if not isinstance(cache, (PairedCache, PairedStaticCache)):
+        return attachment.forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
+    return _paired_call(model, attachment, *args, **kwargs)
+
+
+@torch.compiler.disable(recursive=False)  # torch.compile of the attached forward: this frame eager, the model compiled
+def _paired_call(model, attachment: Attachment, *args, **kwargs):
+    cache = kwargs["past_key_values"]
+    generation = RUNNING_GENERATION.get()
+    if generation is None or generation.attachment is not attachment:
         return attachment.forward(*args, **kwargs)
     if args:
         raise TypeError("pnd's paired forward takes keyword arguments only (as generate passes them).")

@@ -133,7 +133,7 @@ def test_decoding_step_attentions_hidden_states_and_cache_describe_the_condition
     ({"prompt_lookup_num_tokens": 3}, "prompt_lookup_num_tokens=3"),
     ({"negative_prompt_ids": torch.tensor([[1, 2]])}, "generate(..., negative_prompt_ids=...)"),
     ({"use_cache": False}, "use_cache=False"),
-    ({"cache_implementation": "static"}, "cache_implementation='static'"),
+    ({"cache_implementation": "offloaded_static"}, "cache_implementation='offloaded_static'"),
     ({"past_key_values": DynamicCache()}, "generate(..., past_key_values=...)"),
 ])
 def test_refusals_name_the_users_own_setting(tiny, kwargs, named):

@@ -111,3 +111,33 @@ def test_static_cache_refuses_models_with_other_than_full_attention_layers():
                          layer_types=["full_attention", "sliding_attention"])
     with pytest.raises(ValueError, match=r"full-attention layers only.*StaticSlidingWindowLayer.*dynamic cache"):
         PairedStaticCache(config, max_cache_len=16)
+
+
+@pytest.mark.parametrize("alpha", [None, 0.0])
+def test_compiled_plain_decoding_of_an_attached_model_is_plain_compiled_decoding(tiny, alpha):
+    """Without a PriorNormalized, or at alpha=0, generate compiles the attached model's forward as its own (fullgraph:
+    pnd's wrapper breaks no graph) and decodes as the detached model does."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    kwargs = dict(max_new_tokens=3, do_sample=False, cache_implementation="static")
+    plain = model.generate(**inputs, **kwargs)
+    backend, graphs = counting_backend()
+    processors = [] if alpha is None else [pnd.PriorNormalized(alpha)]
+    ours = pnd.attach(model).generate(**inputs, logits_processor=processors, compile_config=compile_config(backend),
+                                      **kwargs)
+    assert graphs and torch.equal(plain, ours)
+
+
+def test_forward_compiled_after_attach_equals_the_reference():
+    """pnd's own frame runs eagerly inside the compiled forward (a graph break), the model's forward is compiled."""
+    model, processor = tiny_model("llava_onevision")  # its own model: its forward gets replaced
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    pnd.attach(model)
+    backend, graphs = counting_backend()
+    wrapper = model.forward
+    model.forward = torch.compile(wrapper, backend=backend)
+    out = run(model, inputs, "greedy")
+    assert graphs
+    model.forward = wrapper
+    pnd.detach(model)  # the reference runs the model's own forward
+    assert_equals_reference(model, inputs, out, "greedy")
