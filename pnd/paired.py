@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._compat import compiled_forward, compiles_decoding, generation_config
+from ._compat import compiled_forward, compiles_decoding, generation_config, position_ids_for_generation
 from .architectures import Architecture, architecture_for
+from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
+
 from .cache import PairedCache, PairedStaticCache
 from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
 from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
@@ -33,6 +35,7 @@ from .logits_processor import RUNNING_GENERATION, PriorNormalized
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
 PREFILL_STRATEGIES = ("auto", "own_call", "own_call_no_reuse")
+_NEEDS_INPUT_IDS = "PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds."
 
 
 @dataclass
@@ -62,6 +65,7 @@ class Generation:
     scores_are_logprobs: bool  # beam search hands processors log-probabilities, greedy/sampling raw logits
     blank_outputs: dict | None = None  # vision-tower outputs of blank frames, for prior="blank"
     decode_forward: Callable | None = None  # the forward of the decoding steps (compiled), if not the model's own
+    conversation: tuple | None = None  # continuing a returned cache: the whole (input_ids, attention_mask, position_ids)
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
     def record(self, cond_logits: torch.Tensor, prior_logits: torch.Tensor) -> None:
@@ -174,11 +178,13 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     """The cache of a paired generate call: a `PairedCache`, or with cache_implementation="static" a
     `PairedStaticCache` sized as generate sizes its own, whose decoding steps run compiled where generate's would."""
     text_config = model.config.get_text_config(decoder=True)
-    if config.cache_implementation != "static":
-        return PairedCache(config=text_config)
     prompt = args[0] if args else kwargs.get("input_ids")
     if prompt is None:
-        raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")
+        raise ValueError(_NEEDS_INPUT_IDS)
+    if kwargs.get("past_key_values") is not None:
+        return _continued_cache(model, generation, config, prompt, kwargs)
+    if config.cache_implementation != "static":
+        return PairedCache(config=text_config)
     max_length = config.max_length if config.max_new_tokens is None else prompt.shape[1] + config.max_new_tokens
     cache = PairedStaticCache(text_config, max_cache_len=max(max_length - 1, config.max_cache_len or 0))
     kwargs["cache_implementation"] = None  # generate takes a cache or a cache_implementation, not both
@@ -186,6 +192,33 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     if compiles_decoding(model, config):  # pnd compiles the model's forward itself: its own glue stays outside
         kwargs["disable_compile"] = True
         generation.decode_forward = generation.attachment.compiled_forward(model, config.compile_config)
+    return cache
+
+
+def _continued_cache(model, generation: Generation, config, input_ids: torch.Tensor, kwargs: dict) -> PairedCache:
+    """A `PairedCache` holding a copy of the conditioned rows of `past_key_values` (a cache `generate` returned); the
+    first forward rebuilds the prior rows over the whole conversation, `input_ids` (docs/design.md §4)."""
+    past = kwargs["past_key_values"]
+    length = int(past.get_seq_length()) if isinstance(past, (DynamicCache, StaticCache)) else -1
+    how = ("pass the whole conversation (the earlier prompt and answers, then the new text) as input_ids with its "
+           "attention_mask (and mm_token_type_ids / grids where the processor gives them, no pixel values), and the "
+           "returned cache as past_key_values.")
+    if length < 0 or not all(type(layer) in (DynamicLayer, StaticLayer) for layer in past.layers):
+        raise ValueError(f"PriorNormalized continues a conversation from a DynamicCache or StaticCache of "
+                         f"full-attention layers (what generate returns), got {type(past).__name__}: {how}")
+    if input_ids.shape[1] <= length:
+        raise ValueError(f"past_key_values holds {length} tokens but input_ids only {input_ids.shape[1]}: {how}")
+    if generation.normalizer.prior == "blank" or max(config.num_beams, config.num_return_sequences) > 1:
+        raise ValueError("PriorNormalized continues a conversation from past_key_values with prior='masked' or "
+                         "'text' and one sequence per prompt (num_beams=1, num_return_sequences=1); otherwise pass the "
+                         "whole conversation as input_ids without past_key_values.")
+    cache = PairedCache(config=model.config.get_text_config(decoder=True))
+    for index, layer in enumerate(past.layers):
+        cache.update(layer.keys[:, :, :length], layer.values[:, :, :length], index)
+    mask = kwargs.get("attention_mask")
+    mask = torch.ones_like(input_ids) if mask is None else mask
+    positions = position_ids_for_generation(model, input_ids, {**kwargs, "attention_mask": mask})
+    generation.conversation = (input_ids, mask, positions)
     return cache
 
 
@@ -214,10 +247,6 @@ def _refuse_unsupported(config, kwargs: dict) -> None:
         refuse(f"cache_implementation={config.cache_implementation!r} (from generate's arguments or the model's "
                "generation_config)", "the prior rows live in a dynamic KV-cache, or a static one "
                "(cache_implementation='static').")
-    if kwargs.get("past_key_values") is not None:
-        refuse("generate(..., past_key_values=...)", "the prior needs its own rows for the whole conversation. To "
-               "continue a conversation, pass the whole conversation so far (the prompt and the earlier answers) "
-               "as input_ids, without past_key_values.")
 
 
 def _paired_forward(model, attachment: Attachment, *args, **kwargs):
@@ -246,11 +275,15 @@ def _prefill(model, attachment, generation, cache, kwargs):
     """The conditioned prompt and the prior rows on its text tokens alone (one call when packable), one cache."""
     input_ids = kwargs.get("input_ids")
     if input_ids is None:
-        raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")
+        raise ValueError(_NEEDS_INPUT_IDS)
     if kwargs.get("position_ids") is None:
         raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
     mode = generation.normalizer.prior
-    if generation.blank_outputs is not None:
+    if generation.conversation is not None:  # the new text on the returned cache; the prior over the whole conversation
+        outputs = attachment.forward(**kwargs)
+        shared = [(layer.keys, layer.values) for layer in cache.layers]
+        prior = masked_prefill(model, *generation.conversation, mode, shared)
+    elif generation.blank_outputs is not None:
         outputs = attachment.forward(**kwargs)
         prior = blank_prefill(model, attachment.forward, kwargs, generation.blank_outputs)
     elif attachment.prefill == "auto" and packs_prior(model, kwargs):
