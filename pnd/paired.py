@@ -238,6 +238,10 @@ def _refuse_unsupported(config, kwargs: dict) -> None:
     for name in ("prompt_lookup_num_tokens", "assistant_early_exit"):
         if getattr(config, name, None) is not None:
             refuse(f"{name}={getattr(config, name)!r}", outside)
+    if kwargs.get("inputs_embeds") is not None:
+        refuse("generate(..., inputs_embeds=...)", "embeddings do not say which positions hold the visual expansion "
+               "that the prior masks out (and the prior's prefill runs on token ids). Pass the processor's input_ids "
+               "and pixel values instead.")
     if config.prefill_chunk_size is not None:
         refuse(f"prefill_chunk_size={config.prefill_chunk_size!r}", "the prior's prefill needs the whole prompt in "
                "one call.")

@@ -133,6 +133,7 @@ def test_decoding_step_attentions_hidden_states_and_cache_describe_the_condition
     ({"prompt_lookup_num_tokens": 3}, "prompt_lookup_num_tokens=3"),
     ({"negative_prompt_ids": torch.tensor([[1, 2]])}, "generate(..., negative_prompt_ids=...)"),
     ({"use_cache": False}, "use_cache=False"),
+    ({"inputs_embeds": torch.zeros(1, 3, 8)}, "generate(..., inputs_embeds=...)"),
     ({"cache_implementation": "offloaded_static"}, "cache_implementation='offloaded_static'"),
 ])
 def test_refusals_name_the_users_own_setting(tiny, kwargs, named):
@@ -143,7 +144,7 @@ def test_refusals_name_the_users_own_setting(tiny, kwargs, named):
     message = str(error.value)
     assert named in message and "PriorNormalized(0)" in message
     others = {"prefill_chunk_size", "prompt_lookup_num_tokens", "negative_prompt_ids", "use_cache", "cache_implementation",
-              "past_key_values"} - {named.split("=")[0].split(".., ")[-1]}
+              "past_key_values", "inputs_embeds"} - {named.split("=")[0].split(".., ")[-1]}
     assert not any(other in message for other in others), message
 
 
