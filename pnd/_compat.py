@@ -12,7 +12,6 @@ Example:
 from __future__ import annotations
 
 import torch
-
 from transformers import AttentionInterface, DynamicCache, StaticCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
@@ -20,8 +19,8 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 TRANSFORMERS_CHECKED = ">=5.23,<5.24"  # the releases these calls were read and tested against
 
 __all__ = ["TRANSFORMERS_CHECKED", "attention_implementation", "cache_from_layers", "compiled_forward",
-           "compiles_decoding", "encode_visual_inputs", "generation_config", "position_ids_for_generation", "register_sdpa_attention", "sdpa_attention_forward",
-           "set_attention_implementation"]
+           "compiles_decoding", "encode_visual_inputs", "generation_config", "position_ids_for_generation",
+           "register_sdpa_attention", "sdpa_attention_forward", "set_attention_implementation"]
 
 
 def generation_config(model, kwargs: dict):

@@ -23,11 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 
 from ._compat import compiled_forward, compiles_decoding, generation_config, position_ids_for_generation
 from .architectures import Architecture, architecture_for
-from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
-
 from .cache import PairedCache, PairedStaticCache
 from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
 from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
