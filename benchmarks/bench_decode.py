@@ -19,6 +19,9 @@ Part 1 (greedy, batch 1) compares, on the same model and inputs:
   naive        the masked prior recomputed from scratch at every step (no cache)
 Part 2: plain, plain on 2 rows per prompt, and pnd for greedy, beam search (4 beams) and sampling, at batch 1
 and 8 (`--modes-frames`).
+Part 3 (`--static with|only|skip`): greedy, batch 1, part 1's prompt, with `cache_implementation="static"`, eager and
+compiled (generate's `compile_config`: inductor, its defaults): plain, plain on 2 rows, pnd; pnd's compiled tokens are
+checked equal to the naive recompute's first.
 
 Per token: the median time between decoding steps (a last logits processor records when each step's
 scores are ready; for mitigv, its per-step sampler); prefill: the time to the first step's scores, best
@@ -39,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForImageTextToText, LogitsProcessor
+from transformers import AutoConfig, AutoModelForImageTextToText, CompileConfig, LogitsProcessor
 from transformers.generation.logits_process import UnbatchedClassifierFreeGuidanceLogitsProcessor
 
 import pnd
@@ -276,11 +279,11 @@ def measure_all(runs: dict, device, repeats: int, prefill_repeats: int = 3) -> d
             for name, (run, tokens) in runs.items()}
 
 
-def check_tokens(model, inputs, tokens: int) -> None:
-    ours = generate(model, inputs, [pnd.PriorNormalized(ALPHA)], tokens, do_sample=False)
+def check_tokens(model, inputs, tokens: int, **kwargs) -> None:
+    ours = generate(model, inputs, [pnd.PriorNormalized(ALPHA)], tokens, do_sample=False, **kwargs)
     naive = generate(model, inputs, [NaivePrior(model, inputs)], tokens, do_sample=False)
     if not torch.equal(ours, naive):
-        raise AssertionError("pnd's greedy tokens differ from the naive recompute path")
+        raise AssertionError(f"pnd's greedy tokens ({kwargs or 'default cache'}) differ from the naive recompute path")
 
 
 def peers(model, inputs, unconditional, args, device) -> list[tuple[str, dict]]:
@@ -327,34 +330,59 @@ def modes(model, args, device) -> list[tuple[str, int, dict, dict]]:
     return rows
 
 
+def static_cache(model, inputs, args, device) -> list[tuple[str, Measured | Failed]]:
+    """Part 3: plain and pnd with a static cache, eager and compiled (one cache length for every run: one compile)."""
+    compiled = CompileConfig(backend=args.compile_backend)
+    compiled._compile_all_devices = device.type != "cuda"  # generate compiles on CUDA-like devices only unless told
+    static = dict(cache_implementation="static", max_cache_len=inputs["input_ids"].shape[1] + max(args.tokens, 8))
+    settings = {"static": static, "static, compiled": static | {"compile_config": compiled}}
+    check_tokens(model, inputs, 8, **settings["static, compiled"])
+    doubled = {k: torch.cat([v, v]) for k, v in inputs.items()}
+    methods = {"plain": (inputs, list), "plain, 2 rows": (doubled, list),
+               "pnd": (inputs, lambda: [pnd.PriorNormalized(ALPHA)])}
+    runs = {f"{name}, {setting}": (lambda n, clock, i=rows, p=processors, k=kwargs: generate(
+                model, i, p(), n, clock, do_sample=False, **k), args.tokens)
+            for setting, kwargs in settings.items() for name, (rows, processors) in methods.items()}
+    results = measure_all(runs, device, args.repeats)
+    for name, result in results.items():
+        print(name, result, flush=True)
+    return list(results.items())
+
+
 def hardware(device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"CPU ({torch.get_num_threads()} threads)"
 
 
-def report(model, inputs, args, device, peer_rows, mode_rows) -> str:
-    n_params = sum(p.numel() for p in model.parameters()) / 1e6
-    base = peer_rows[0][1]
-    lines = [
-        f"{hardware(device)}, torch {torch.__version__}, {args.dtype}; random {model.config.model_type} "
-        f"({args.size} shape, {n_params:,.1f} M parameters). {args.repeats} runs per method (per token: median time "
-        "between steps; prefill: time to the first step's scores, best of 3 more runs too). Greedy tokens of pnd == the "
-        "naive recompute's: checked in the run.",
-        "",
-        f"Greedy, batch 1, {inputs['input_ids'].shape[1]}-token prompt with a {args.frames}-frame video, "
-        f"{args.tokens} new tokens (naive: {min(args.tokens, args.naive_tokens)}):",
-        "",
-        "| method | prefill (ms) | prefill ratio | per token (ms) | per-token ratio | peak memory (MB) | peak ratio |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, m in peer_rows:
+def method_table(rows, bases: dict) -> list[str]:
+    """Markdown rows of `rows` ([(name, Measured or Failed)]), each with its ratios to `bases[name]`."""
+    lines = ["| method | prefill (ms) | prefill ratio | per token (ms) | per-token ratio | peak memory (MB) | peak ratio |",
+             "|---|---|---|---|---|---|---|"]
+    for name, m in rows:
         if isinstance(m, Failed):
             lines.append(f"| {name} | fails: {m.error} | | | | | |")
             continue
+        base = bases[name]
         lines.append(f"| {name} | {m.prefill * 1e3:.1f} | {m.prefill / base.prefill:.2f}x | "
                      f"{m.token * 1e3:.1f} | {m.token / base.token:.2f}x | {m.peak:.0f} | "
                      f"{m.peak / base.peak:.2f}x |")
+    return lines
+
+
+def setup_line(model, args, device) -> str:
+    n_params = sum(p.numel() for p in model.parameters()) / 1e6
+    return (f"{hardware(device)}, torch {torch.__version__}, {args.dtype}; random {model.config.model_type} "
+            f"({args.size} shape, {n_params:,.1f} M parameters). {args.repeats} runs per method (per token: median time "
+            "between steps; prefill: time to the first step's scores, best of 3 more runs too). Greedy tokens of pnd == "
+            "the naive recompute's: checked in the run.")
+
+
+def report(model, inputs, args, device, peer_rows, mode_rows) -> str:
+    lines = [setup_line(model, args, device), "",
+             f"Greedy, batch 1, {inputs['input_ids'].shape[1]}-token prompt with a {args.frames}-frame video, "
+             f"{args.tokens} new tokens (naive: {min(args.tokens, args.naive_tokens)}):", ""]
+    lines += method_table(peer_rows, {name: peer_rows[0][1] for name, _ in peer_rows})
     if mode_rows:
         lines += ["", f"pnd against plain `generate` by decoding mode ({args.modes_frames}-frame video, "
                   f"{args.modes_tokens} new tokens; batch 8 = 8 prompts of different lengths, left-padded):", "",
@@ -365,6 +393,18 @@ def report(model, inputs, args, device, peer_rows, mode_rows) -> str:
             lines.append(f"| {mode} | {batch} | {plain.prefill * 1e3:.1f} | {ours.prefill / plain.prefill:.2f}x"
                          f" | {plain.token * 1e3:.1f} | {ours.token / plain.token:.2f}x | "
                          f"{doubled.token / plain.token:.2f}x | {ours.peak / plain.peak:.2f}x |")
+    return "\n".join(lines)
+
+
+def static_report(model, inputs, args, device, static_rows) -> str:
+    measured = dict(static_rows)
+    lines = [setup_line(model, args, device), "",
+             f"Greedy, batch 1, {inputs['input_ids'].shape[1]}-token prompt with a {args.frames}-frame video, "
+             f"{args.tokens} new tokens, `cache_implementation=\"static\"`, eager or compiled (generate's "
+             "`compile_config`: {args.compile_backend}, its defaults); each row's ratios are to plain with the same cache and "
+             "compilation:", ""]
+    plain = {name: measured[re.sub(r"^(pnd|plain, 2 rows)", "plain", name)] for name in measured}
+    lines += method_table(static_rows, plain)
     return "\n".join(lines)
 
 
@@ -380,6 +420,9 @@ def main(argv=None) -> str:
     parser.add_argument("--modes-frames", type=int, default=8, help="frames for part 2 (0 skips part 2)")
     parser.add_argument("--modes-tokens", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--static", choices=["with", "only", "skip"], default="with",
+                        help="part 3, static cache and compiled decoding: with parts 1-2, only it, or skip it")
+    parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend of part 3")
     parser.add_argument("--out", help="write the table to this Markdown file (its decoding section)")
     args = parser.parse_args(argv)
 
@@ -387,12 +430,19 @@ def main(argv=None) -> str:
     model = pnd.attach(build_model(args.arch, args.size, device, getattr(torch, args.dtype)))
     inputs, unconditional = video_inputs(model, args.size, args.frames)
     check_tokens(model, inputs, 8)
-    table = report(model, inputs, args, device, peers(model, inputs, unconditional, args, device),
-                   modes(model, args, device) if args.modes_frames else [])
-    print(table)
-    if args.out:
-        write_section(Path(args.out), f"Decoding: {args.arch}, {args.size}, {hardware(device)}", table)
-    return table
+    tables = {}
+    if args.static != "only":
+        tables[f"Decoding: {args.arch}, {args.size}, {hardware(device)}"] = report(
+            model, inputs, args, device, peers(model, inputs, unconditional, args, device),
+            modes(model, args, device) if args.modes_frames else [])
+    if args.static != "skip":
+        tables[f"Decoding, static cache and torch.compile: {args.arch}, {args.size}, {hardware(device)}"] = (
+            static_report(model, inputs, args, device, static_cache(model, inputs, args, device)))
+    for title, table in tables.items():
+        print(table)
+        if args.out:
+            write_section(Path(args.out), title, table)
+    return "\n\n".join(tables.values())
 
 
 if __name__ == "__main__":

@@ -11,15 +11,16 @@ Example:
 
 from __future__ import annotations
 
-from transformers import AttentionInterface, DynamicCache
+import torch
+from transformers import AttentionInterface, DynamicCache, StaticCache
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
 TRANSFORMERS_CHECKED = ">=5.23,<5.24"  # the releases these calls were read and tested against
 
-__all__ = ["TRANSFORMERS_CHECKED", "attention_implementation", "cache_from_layers", "encode_visual_inputs",
-           "generation_config", "position_ids_for_generation", "register_sdpa_attention", "sdpa_attention_forward",
-           "set_attention_implementation"]
+__all__ = ["TRANSFORMERS_CHECKED", "attention_implementation", "cache_from_layers", "compiled_forward",
+           "compiles_decoding", "encode_visual_inputs", "generation_config", "position_ids_for_generation",
+           "register_sdpa_attention", "sdpa_attention_forward", "set_attention_implementation"]
 
 
 def generation_config(model, kwargs: dict):
@@ -41,6 +42,20 @@ def encode_visual_inputs(model, generate_kwargs: dict, expand_size: int = 1):
     if expand_size > 1:
         encoded = model._expand_multimodal_outputs(generate_kwargs["input_ids"], encoded, expand_size=expand_size)
     return encoded
+
+
+def compiles_decoding(model, config) -> bool:
+    """Whether `generate` with generation config `config` would run its decoding steps through a compiled forward, given
+    a static cache (`_valid_auto_compile_criteria`: a CUDA-like device, or `compile_config` on any device)."""
+    static = StaticCache(config=model.config.get_text_config(decoder=True), max_cache_len=1)
+    return model._valid_auto_compile_criteria({"past_key_values": static}, config)
+
+
+def compiled_forward(model, forward, compile_config):
+    """`torch.compile(forward)` with the options `generate` compiles the model with (`compile_config`, else the model's
+    default, `_default_compile_config`)."""
+    options = (compile_config or model._default_compile_config()).to_dict()
+    return torch.compile(forward, **options)
 
 
 def cache_from_layers(config, layers=None) -> DynamicCache:

@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, StaticCache, StaticLayer
 
 from ._compat import cache_from_layers
 from .prior import PriorPrefill
@@ -67,3 +67,73 @@ class PairedCache(DynamicCache):
         if self.is_paired:
             raise NotImplementedError("pnd: expanding a paired cache after prefill is not supported.")
         super().batch_repeat_interleave(repeats)
+
+
+class PairedStaticCache(StaticCache):
+    """A StaticCache of 2n rows, [conditioned rows; prior rows], of fixed length: the decoding steps run on fixed
+    shapes, as `torch.compile` needs (`generate(..., cache_implementation="static")`).
+
+    The prefill runs into a `PairedCache` whose rows `pair` copies in. Until then the cache tells `generate` it is not
+    compileable, so that the first forward gets the plain (n, L) attention mask the prior's prefill reads.
+
+    Args:
+        config: the model's text config; every layer must be a full-attention layer.
+        max_cache_len: the tokens each row can hold (prompt and generated tokens).
+
+    Example:
+        >>> from pnd.testing import tiny_model
+        >>> config = tiny_model("llava_onevision")[0].config.get_text_config(decoder=True)
+        >>> PairedStaticCache(config, max_cache_len=64).is_compileable
+        False
+    """
+
+    prior_attends: torch.Tensor | None = None  # (n, prompt_len) bool, prompt slots the prior rows see
+    prior_position_offset: torch.Tensor | None = None  # prior positions = cond positions - offset
+    attention_mask: torch.Tensor | None = None  # (2n, max_cache_len) 2D mask of every decoding step
+
+    def __init__(self, config, max_cache_len: int):
+        super().__init__(config=config, max_cache_len=max_cache_len)
+        others = sorted({type(layer).__name__ for layer in self.layers if type(layer) is not StaticLayer})
+        if others:
+            raise ValueError(f"pnd's static cache holds full-attention layers only; this model also has {others}. "
+                             "Use the default dynamic cache (drop cache_implementation='static').")
+
+    @property
+    def is_paired(self) -> bool:
+        return self.prior_attends is not None
+
+    @property
+    def is_compileable(self) -> bool:
+        return self.is_paired and super().is_compileable
+
+    def pair(self, prefill: PairedCache, attention_mask: torch.Tensor) -> None:
+        """Copy the rows of a paired prefill cache in, once, with the prompt's (n, L) attention mask."""
+        for layer, source in zip(self.layers, prefill.layers):
+            layer.update(source.keys, source.values)
+        n, length = attention_mask.shape
+        cond = attention_mask.new_ones(n, self.get_max_length())  # later slots: the causal mask hides unwritten ones
+        cond[:, :length] = attention_mask
+        prior = cond.clone()
+        prior[:, :length] *= prefill.prior_attends.to(prior.dtype)
+        self.attention_mask = torch.cat([cond, prior])
+        self.prior_attends, self.prior_position_offset = prefill.prior_attends, prefill.prior_position_offset
+
+    def conditioned(self, config) -> StaticCache:
+        """A StaticCache of the conditioned rows alone (what `generate` returns to the user), for text config `config`."""
+        if not self.is_paired:
+            return self
+        n, length = self.prior_attends.shape[0], int(self.get_seq_length())
+        cache = StaticCache(config=config, max_cache_len=self.get_max_length())
+        for target, layer in zip(cache.layers, self.layers):
+            target.update(layer.keys[:n, :, :length], layer.values[:n, :, :length])
+        return cache
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        if not self.is_paired:
+            return super().reorder_cache(beam_idx)
+        beam_idx = beam_idx.to(self.attention_mask.device)
+        both = torch.cat([beam_idx, beam_idx + self.prior_attends.shape[0]])
+        super().reorder_cache(both)
+        self.attention_mask = self.attention_mask[both]
+        self.prior_attends = self.prior_attends[beam_idx]
+        self.prior_position_offset = self.prior_position_offset[..., beam_idx]

@@ -41,8 +41,10 @@ _OUTPUT_OPTIONS = ("output_hidden_states", "output_attentions")
 def split_attention(module, query, key, value, attention_mask, **kwargs):
     """SDPA on a packed [prompt | prior tokens] sequence: the prompt part as a plain forward runs it
     (causal kernel, no mask, when unpadded), the prior part with its rows of `attention_mask`."""
-    packed = _PROMPT.get(None)
-    if packed is None:  # any forward outside a packed call (another thread's, a decoding step's): plain SDPA
+    # any forward outside a packed call (another thread's, a decoding step's), or one torch.compile traces (the packed
+    # mask makes plain SDPA exact, the split only saves time): plain SDPA
+    packed = None if torch.compiler.is_compiling() else _PROMPT.get(None)
+    if packed is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     length, unpadded = packed
     prompt_mask = None if unpadded else attention_mask[:, :, :length, :length]

@@ -23,16 +23,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 
-from ._compat import generation_config
+from ._compat import compiled_forward, compiles_decoding, generation_config, position_ids_for_generation
 from .architectures import Architecture, architecture_for
-from .cache import PairedCache
+from .cache import PairedCache, PairedStaticCache
 from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
 from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
 from .logits_processor import RUNNING_GENERATION, PriorNormalized
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
 PREFILL_STRATEGIES = ("auto", "own_call", "own_call_no_reuse")
+_NEEDS_INPUT_IDS = "PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds."
 
 
 @dataclass
@@ -44,6 +46,13 @@ class Attachment:
     generate: Callable
     replaced: dict  # instance attributes that attach shadowed (e.g. accelerate's forward hook), to restore
     prefill: str = "auto"  # one of PREFILL_STRATEGIES
+    compiled: tuple | None = None  # (compile_config, compiled forward) of the last compiled decoding
+
+    def compiled_forward(self, model, compile_config) -> Callable:
+        """The model's own forward compiled with `compile_config` (compiled once per config, as generate does)."""
+        if self.compiled is None or self.compiled[0] != compile_config:
+            self.compiled = (compile_config, compiled_forward(model, self.forward, compile_config))
+        return self.compiled[1]
 
 
 @dataclass
@@ -54,6 +63,8 @@ class Generation:
     normalizer: PriorNormalized
     scores_are_logprobs: bool  # beam search hands processors log-probabilities, greedy/sampling raw logits
     blank_outputs: dict | None = None  # vision-tower outputs of blank frames, for prior="blank"
+    decode_forward: Callable | None = None  # the forward of the decoding steps (compiled), if not the model's own
+    conversation: tuple | None = None  # continuing a returned cache: the whole (input_ids, attention_mask, position_ids)
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
     def record(self, cond_logits: torch.Tensor, prior_logits: torch.Tensor) -> None:
@@ -145,10 +156,10 @@ def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwa
     config = generation_config(model, kwargs)
     normalizer = normalizers[0]
     needs_prior = normalizer.alpha > 0  # alpha=0 is plain generate, for every argument
+    generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1)
     if needs_prior:
         _refuse_unsupported(config, kwargs)
-        kwargs["past_key_values"] = PairedCache(config=model.config.get_text_config(decoder=True))
-    generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1)
+        kwargs["past_key_values"] = _paired_cache(model, generation, config, args, kwargs)
     if needs_prior and normalizer.prior == "blank":
         expand_size = max(config.num_beams, config.num_return_sequences)
         generation.blank_outputs = blank_encoder_outputs(model, attachment.architecture, kwargs, expand_size)
@@ -157,9 +168,57 @@ def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwa
         out = attachment.generate(*args, logits_processor=logits_processor, **kwargs)
     finally:
         RUNNING_GENERATION.reset(token)
-    if isinstance(getattr(out, "past_key_values", None), PairedCache):
+    if isinstance(getattr(out, "past_key_values", None), (PairedCache, PairedStaticCache)):
         out.past_key_values = out.past_key_values.conditioned(model.config.get_text_config(decoder=True))
     return out
+
+
+def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: dict):
+    """The cache of a paired generate call: a `PairedCache`, or with cache_implementation="static" a
+    `PairedStaticCache` sized as generate sizes its own, whose decoding steps run compiled where generate's would."""
+    text_config = model.config.get_text_config(decoder=True)
+    prompt = args[0] if args else kwargs.get("input_ids")
+    if prompt is None:
+        raise ValueError(_NEEDS_INPUT_IDS)
+    if kwargs.get("past_key_values") is not None:
+        return _continued_cache(model, generation, config, prompt, kwargs)
+    if config.cache_implementation != "static":
+        return PairedCache(config=text_config)
+    max_length = config.max_length if config.max_new_tokens is None else prompt.shape[1] + config.max_new_tokens
+    cache = PairedStaticCache(text_config, max_cache_len=max(max_length - 1, config.max_cache_len or 0))
+    kwargs["cache_implementation"] = None  # generate takes a cache or a cache_implementation, not both
+    kwargs.pop("max_cache_len", None)  # used here
+    if compiles_decoding(model, config):  # pnd compiles the model's forward itself: its own glue stays outside
+        kwargs["disable_compile"] = True
+        generation.decode_forward = generation.attachment.compiled_forward(model, config.compile_config)
+    return cache
+
+
+def _continued_cache(model, generation: Generation, config, input_ids: torch.Tensor, kwargs: dict) -> PairedCache:
+    """A `PairedCache` holding a copy of the conditioned rows of `past_key_values` (a cache `generate` returned); the
+    first forward rebuilds the prior rows over the whole conversation, `input_ids` (docs/design.md §4)."""
+    past = kwargs["past_key_values"]
+    length = int(past.get_seq_length()) if isinstance(past, (DynamicCache, StaticCache)) else -1
+    how = ("pass the whole conversation (the earlier prompt and answers, then the new text) as input_ids with its "
+           "attention_mask (and mm_token_type_ids / grids where the processor gives them, no pixel values), and the "
+           "returned cache as past_key_values.")
+    if length < 0 or not all(type(layer) in (DynamicLayer, StaticLayer) for layer in past.layers):
+        raise ValueError(f"PriorNormalized continues a conversation from a DynamicCache or StaticCache of "
+                         f"full-attention layers (what generate returns), got {type(past).__name__}: {how}")
+    if input_ids.shape[1] <= length:
+        raise ValueError(f"past_key_values holds {length} tokens but input_ids only {input_ids.shape[1]}: {how}")
+    if generation.normalizer.prior == "blank" or max(config.num_beams, config.num_return_sequences) > 1:
+        raise ValueError("PriorNormalized continues a conversation from past_key_values with prior='masked' or "
+                         "'text' and one sequence per prompt (num_beams=1, num_return_sequences=1); otherwise pass the "
+                         "whole conversation as input_ids without past_key_values.")
+    cache = PairedCache(config=model.config.get_text_config(decoder=True))
+    for index, layer in enumerate(past.layers):
+        cache.update(layer.keys[:, :, :length], layer.values[:, :, :length], index)
+    mask = kwargs.get("attention_mask")
+    mask = torch.ones_like(input_ids) if mask is None else mask
+    positions = position_ids_for_generation(model, input_ids, {**kwargs, "attention_mask": mask})
+    generation.conversation = (input_ids, mask, positions)
+    return cache
 
 
 def _refuse_unsupported(config, kwargs: dict) -> None:
@@ -178,27 +237,38 @@ def _refuse_unsupported(config, kwargs: dict) -> None:
     for name in ("prompt_lookup_num_tokens", "assistant_early_exit"):
         if getattr(config, name, None) is not None:
             refuse(f"{name}={getattr(config, name)!r}", outside)
+    if kwargs.get("inputs_embeds") is not None:
+        refuse("generate(..., inputs_embeds=...)", "embeddings do not say which positions hold the visual expansion "
+               "that the prior masks out (and the prior's prefill runs on token ids). Pass the processor's input_ids "
+               "and pixel values instead.")
     if config.prefill_chunk_size is not None:
         refuse(f"prefill_chunk_size={config.prefill_chunk_size!r}", "the prior's prefill needs the whole prompt in "
                "one call.")
     if config.use_cache is False:
         refuse("use_cache=False", "the prior rows live in generate's KV-cache.")
-    if config.cache_implementation not in (None, "dynamic"):
+    if config.cache_implementation not in (None, "dynamic", "static"):
         refuse(f"cache_implementation={config.cache_implementation!r} (from generate's arguments or the model's "
-               "generation_config)", "the prior rows live in a dynamic KV-cache.")
-    if kwargs.get("past_key_values") is not None:
-        refuse("generate(..., past_key_values=...)", "the prior needs its own rows for the whole conversation. To "
-               "continue a conversation, pass the whole conversation so far (the prompt and the earlier answers) "
-               "as input_ids, without past_key_values.")
+               "generation_config)", "the prior rows live in a dynamic KV-cache, or a static one "
+               "(cache_implementation='static').")
 
 
 def _paired_forward(model, attachment: Attachment, *args, **kwargs):
-    generation = RUNNING_GENERATION.get()
     cache = kwargs.get("past_key_values")
-    if generation is None or generation.attachment is not attachment or not isinstance(cache, PairedCache):
+    if not isinstance(cache, (PairedCache, PairedStaticCache)):
+        return attachment.forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
+    return _paired_call(model, attachment, *args, **kwargs)
+
+
+@torch.compiler.disable(recursive=False)  # torch.compile of the attached forward: this frame eager, the model compiled
+def _paired_call(model, attachment: Attachment, *args, **kwargs):
+    cache = kwargs["past_key_values"]
+    generation = RUNNING_GENERATION.get()
+    if generation is None or generation.attachment is not attachment:
         return attachment.forward(*args, **kwargs)
     if args:
         raise TypeError("pnd's paired forward takes keyword arguments only (as generate passes them).")
+    if isinstance(cache, PairedStaticCache) and not cache.is_paired:
+        return _static_prefill(model, attachment, generation, cache, kwargs)
     if not cache.is_paired:
         return _prefill(model, attachment, generation, cache, kwargs)
     return _decode_step(attachment, generation, cache, kwargs)
@@ -208,11 +278,15 @@ def _prefill(model, attachment, generation, cache, kwargs):
     """The conditioned prompt and the prior rows on its text tokens alone (one call when packable), one cache."""
     input_ids = kwargs.get("input_ids")
     if input_ids is None:
-        raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")
+        raise ValueError(_NEEDS_INPUT_IDS)
     if kwargs.get("position_ids") is None:
         raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
     mode = generation.normalizer.prior
-    if generation.blank_outputs is not None:
+    if generation.conversation is not None:  # the new text on the returned cache; the prior over the whole conversation
+        outputs = attachment.forward(**kwargs)
+        shared = [(layer.keys, layer.values) for layer in cache.layers]
+        prior = masked_prefill(model, *generation.conversation, mode, shared)
+    elif generation.blank_outputs is not None:
         outputs = attachment.forward(**kwargs)
         prior = blank_prefill(model, attachment.forward, kwargs, generation.blank_outputs)
     elif attachment.prefill == "auto" and packs_prior(model, kwargs):
@@ -228,29 +302,44 @@ def _prefill(model, attachment, generation, cache, kwargs):
     return outputs
 
 
-def _decode_step(attachment, generation, cache, kwargs):
-    """One forward call on [conditioned rows; prior rows]; generate only sees the conditioned logits."""
-    input_ids = kwargs["input_ids"]
+def _static_prefill(model, attachment, generation, cache: PairedStaticCache, kwargs):
+    """The prefill into a `PairedCache`, whose rows are then copied into the fixed-length cache of the decoding steps."""
+    prefill = PairedCache(config=model.config.get_text_config(decoder=True))
+    outputs = _prefill(model, attachment, generation, prefill, {**kwargs, "past_key_values": prefill})
+    mask = kwargs.get("attention_mask")
+    cache.pair(prefill, torch.ones_like(kwargs["input_ids"]) if mask is None else mask)
+    outputs.past_key_values = cache
+    return outputs
+
+
+def _paired_mask(cache, cond_mask: torch.Tensor | None, input_ids: torch.Tensor) -> torch.Tensor:
+    """The 2D attention mask of a decoding step, [conditioned rows; prior rows]."""
+    if isinstance(cache, PairedStaticCache):  # fixed for the whole call (generate's own mask is 4D there)
+        return cache.attention_mask
     n, step = input_ids.shape
-    total = cache.get_seq_length() + step
-    cond_mask = kwargs.get("attention_mask")
     if cond_mask is None:
-        cond_mask = torch.ones(n, total, dtype=torch.long, device=input_ids.device)
+        cond_mask = torch.ones(n, cache.get_seq_length() + step, dtype=torch.long, device=input_ids.device)
     prior_mask = cond_mask.clone()
     prompt_len = cache.prior_attends.shape[1]
     prior_mask[:, :prompt_len] *= cache.prior_attends.to(prior_mask.dtype)
+    return torch.cat([cond_mask, prior_mask])
 
+
+def _decode_step(attachment, generation, cache, kwargs):
+    """One forward call on [conditioned rows; prior rows]; generate only sees the conditioned logits."""
+    input_ids = kwargs["input_ids"]
+    n = input_ids.shape[0]
     paired = dict(kwargs)
     for key in _PER_ROW_INPUTS:
         if kwargs.get(key) is not None and key != "attention_mask":
             paired[key] = torch.cat([kwargs[key], kwargs[key]])
-    paired["attention_mask"] = torch.cat([cond_mask, prior_mask])
+    paired["attention_mask"] = _paired_mask(cache, kwargs.get("attention_mask"), input_ids)
     positions = kwargs["position_ids"]
     batch_dim = 0 if positions.ndim == 2 else 1
     prior_positions = positions - cache.prior_position_offset.unsqueeze(-1)
     paired["position_ids"] = torch.cat([positions, prior_positions], dim=batch_dim)
 
-    outputs = attachment.forward(**paired)
+    outputs = (generation.decode_forward or attachment.forward)(**paired)
     logits = outputs.logits
     outputs.logits = outputs.logits[:n]
     for name in ("attentions", "hidden_states"):  # what the user sees describes the conditioned rows only

@@ -17,10 +17,22 @@ import bench_prefill  # noqa: E402
 def test_decode_benchmark_runs_and_reports_every_method(tmp_path):
     out = tmp_path / "RESULTS.md"
     bench_decode.main(["--size", "tiny", "--frames", "2", "--tokens", "3", "--naive-tokens", "2", "--modes-frames", "2",
-                       "--modes-tokens", "2", "--repeats", "1", "--out", str(out)])
+                       "--modes-tokens", "2", "--repeats", "1", "--static", "skip", "--out", str(out)])
     text = out.read_text()
     for row in ("| plain |", "| plain, 2 rows |", "| pnd |", "| cfg |", "| mitigv VCD |", "| naive |",
                 "| beam (4) | 8 |", "| sampling | 1 |"):
+        assert row in text
+
+
+def test_decode_benchmark_static_cache_part_keeps_the_other_sections(tmp_path):
+    out = tmp_path / "RESULTS.md"
+    out.write_text("# Results\n\n## Decoding: llava_onevision, tiny, CPU (2 threads)\n\nparts 1-2\n")
+    bench_decode.main(["--size", "tiny", "--frames", "2", "--tokens", "3", "--repeats", "1", "--static", "only",
+                       "--compile-backend", "eager", "--out", str(out)])
+    text = out.read_text()
+    assert "parts 1-2" in text and "## Decoding, static cache and torch.compile: llava_onevision, tiny" in text
+    for row in ("| plain, static |", "| pnd, static |", "| plain, 2 rows, static, compiled |",
+                "| pnd, static, compiled |"):
         assert row in text
 
 

@@ -9,14 +9,14 @@ import pytest
 import torch
 import transformers
 from packaging.specifiers import SpecifierSet
-from transformers import AttentionInterface, DynamicCache
+from transformers import AttentionInterface, CompileConfig, DynamicCache
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
 import pnd
 from pnd import _compat
 from pnd.testing import tiny_inputs
 
-PRIVATE = re.compile(r"\._prepare_\w+|\._expand_multimodal_outputs|\._attn_implementation\b|ddp_cache_data|"
+PRIVATE = re.compile(r"\._prepare_\w+|\._expand_multimodal_outputs|\._valid_auto_compile_criteria|\._default_compile_config|\._attn_implementation\b|ddp_cache_data|"
                      r"from transformers\.(?:integrations|masking_utils)|AttentionInterface|AttentionMaskInterface")
 
 
@@ -89,3 +89,28 @@ def test_attention_implementation_follows_the_public_switch():
     assert _compat.attention_implementation(text_config) == "sdpa"
     model.set_attn_implementation("eager")
     assert _compat.attention_implementation(model.config.get_text_config(decoder=True)) == "eager"
+
+
+def test_compiled_decoding_follows_generate(tiny):
+    """compiles_decoding says what generate decides for a static cache (compile_config on a CPU, else no), and
+    compiled_forward compiles with the config's options (a counting backend sees the graph) to the same outputs."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision")
+    inspect.signature(model._valid_auto_compile_criteria).bind({"past_key_values": None}, None)
+    inspect.signature(model._default_compile_config).bind()
+    assert _compat.compiles_decoding(model, _compat.generation_config(model, {})) is False
+    graphs = []
+
+    def backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+    config = CompileConfig(backend=backend, mode="default")
+    config._compile_all_devices = True  # generate's switch for compiling on a CPU
+    assert _compat.compiles_decoding(model, _compat.generation_config(model, {"compile_config": config})) is True
+    assert model._default_compile_config() == CompileConfig()  # the default compiled_forward falls back to
+    text = {"input_ids": torch.tensor([[5, 6, 7]]), "use_cache": False}
+    with torch.no_grad():
+        want = model(**text).logits
+        got = _compat.compiled_forward(model, model.forward, config)(**text).logits
+    assert graphs
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)

@@ -211,7 +211,7 @@ def test_prompt_ending_with_visual_token(tiny):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"use_cache": False}, "use_cache=False"),
-    ({"cache_implementation": "static"}, "cache_implementation"),
+    ({"cache_implementation": "quantized"}, "cache_implementation"),
 ])
 def test_unsupported_generate_options(tiny, kwargs, message):
     model, processor = tiny("llava_onevision")

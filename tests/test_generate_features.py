@@ -133,8 +133,8 @@ def test_decoding_step_attentions_hidden_states_and_cache_describe_the_condition
     ({"prompt_lookup_num_tokens": 3}, "prompt_lookup_num_tokens=3"),
     ({"negative_prompt_ids": torch.tensor([[1, 2]])}, "generate(..., negative_prompt_ids=...)"),
     ({"use_cache": False}, "use_cache=False"),
-    ({"cache_implementation": "static"}, "cache_implementation='static'"),
-    ({"past_key_values": DynamicCache()}, "generate(..., past_key_values=...)"),
+    ({"inputs_embeds": torch.zeros(1, 3, 8)}, "generate(..., inputs_embeds=...)"),
+    ({"cache_implementation": "offloaded_static"}, "cache_implementation='offloaded_static'"),
 ])
 def test_refusals_name_the_users_own_setting(tiny, kwargs, named):
     model, processor = tiny("llava_onevision")
@@ -144,7 +144,7 @@ def test_refusals_name_the_users_own_setting(tiny, kwargs, named):
     message = str(error.value)
     assert named in message and "PriorNormalized(0)" in message
     others = {"prefill_chunk_size", "prompt_lookup_num_tokens", "negative_prompt_ids", "use_cache", "cache_implementation",
-              "past_key_values"} - {named.split("=")[0].split(".., ")[-1]}
+              "past_key_values", "inputs_embeds"} - {named.split("=")[0].split(".., ")[-1]}
     assert not any(other in message for other in others), message
 
 
@@ -160,14 +160,57 @@ def test_alpha_zero_passes_every_argument_to_plain_generate(tiny, kwargs):
     assert torch.equal(plain, ours)
 
 
-def test_continuing_a_conversation_with_the_returned_cache_is_refused_with_the_way_to_do_it(tiny):
+def conversation(inputs, sequences, new_text):
+    """The processor's inputs for the whole conversation: the earlier prompt and answers (`sequences`), then
+    `new_text` (token ids) on every row."""
+    n, added = sequences.shape[0], sequences.shape[1] - inputs["input_ids"].shape[1] + len(new_text)
+    whole = dict(inputs, input_ids=torch.cat([sequences, torch.tensor([new_text] * n)], 1))
+    for key in ("attention_mask", "mm_token_type_ids"):
+        if key in inputs:
+            whole[key] = torch.cat([inputs[key], torch.full((n, added), int(key == "attention_mask"))], 1)
+    return whole
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+@pytest.mark.parametrize("cache_implementation", [None, "static"])
+def test_continuing_a_conversation_with_the_returned_cache_equals_the_reference(tiny, model_type, cache_implementation):
+    """The returned cache (conditioned rows) continues: the prior rows are rebuilt over the whole conversation, and the
+    result equals the reference run from scratch on it. As plain generate, the continuation takes no pixel values."""
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    first = pnd.attach(model).generate(**inputs, max_new_tokens=3, do_sample=False, return_dict_in_generate=True,
+                                       logits_processor=[pnd.PriorNormalized(ALPHA)],
+                                       cache_implementation=cache_implementation)
+    whole = conversation(inputs, first.sequences, [11, 12, 13])
+    text_only = {k: v for k, v in whole.items() if not k.startswith("pixel_values")}
+    out = model.generate(**text_only, past_key_values=first.past_key_values, max_new_tokens=STEPS,
+                         min_new_tokens=STEPS, do_sample=False, logits_processor=[pnd.PriorNormalized(ALPHA)],
+                         return_dict_in_generate=True, output_scores=True)
+    length = whole["input_ids"].shape[1]
+    eos = model.generation_config.eos_token_id
+    sequence, scores = reference(model, whole, LogitsProcessorList([MinNewTokensLengthLogitsProcessor(length, STEPS,
+                                                                                                      eos)]))
+    assert torch.equal(out.sequences, sequence)
+    for got, want in zip(out.scores, scores):
+        finite = torch.isfinite(want)
+        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"num_beams": 2}, "num_beams=1"),
+    ({"logits_processor": [pnd.PriorNormalized(0.5, prior="blank")]}, "prior='masked' or 'text'"),
+])
+def test_continuing_a_conversation_is_refused_where_it_cannot_be_exact(tiny, kwargs, message):
     model, processor = tiny("llava_onevision")
     inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
-    out = pnd.attach(model).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)],
-                                     return_dict_in_generate=True)
-    with pytest.raises(ValueError, match="pass the whole conversation so far .* as input_ids"):
-        model.generate(**{**inputs, "input_ids": out.sequences}, past_key_values=out.past_key_values,
-                       max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
+    first = pnd.attach(model).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)],
+                                       return_dict_in_generate=True)
+    with pytest.raises(ValueError, match=message):
+        model.generate(**conversation(inputs, first.sequences, [11]), past_key_values=first.past_key_values,
+                       max_new_tokens=2, **{"logits_processor": [pnd.PriorNormalized(0.5)], **kwargs})
+    with pytest.raises(ValueError, match="pass the whole conversation"):  # only the new text as input_ids
+        model.generate(input_ids=torch.tensor([[11]]), past_key_values=first.past_key_values, max_new_tokens=2,
+                       logits_processor=[pnd.PriorNormalized(0.5)])
 
 
 def test_right_padded_prompt_is_explained(tiny):

@@ -1,0 +1,143 @@
+"""docs/design.md §3.8: `generate(..., cache_implementation="static")` and compiled decoding (generate's own
+`compile_config`, or `model.forward = torch.compile(model.forward)` before `pnd.attach`) equal the brute-force
+reference, greedy and beam search; the decoding steps run through one compiled graph."""
+
+import pytest
+import torch
+from transformers import CompileConfig, DynamicCache, Qwen2Config, StaticCache
+
+import pnd
+from pnd.cache import PairedStaticCache
+from pnd.testing import tiny_inputs, tiny_model
+
+from helpers import PROMPTS
+from reference import forced_scores, greedy
+
+STEPS, ALPHA = 5, 0.6
+
+
+def counting_backend():
+    """A torch.compile backend that runs the traced graphs as they are (no code generation), and the list it appends
+    each graph to (a function: CompileConfig deep-copies its options, and a function copies as itself)."""
+    graphs = []
+
+    def backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+    return backend, graphs
+
+
+def compile_config(backend):
+    config = CompileConfig(backend=backend, fullgraph=True, mode="default")
+    config._compile_all_devices = True  # generate compiles on CUDA-like devices only, unless told (private switch)
+    return config
+
+
+SEARCH = {"greedy": {"min_new_tokens": STEPS}, "beam": {"num_beams": 3, "num_return_sequences": 2, "length_penalty": 1.0}}
+
+
+def run(model, inputs, mode, cache_implementation="static", **kwargs):
+    return pnd.attach(model).generate(**inputs, max_new_tokens=STEPS, do_sample=False, return_dict_in_generate=True,
+                                      output_scores=True, logits_processor=[pnd.PriorNormalized(ALPHA)],
+                                      cache_implementation=cache_implementation, **SEARCH[mode], **kwargs)
+
+
+def assert_equals_reference(model, inputs, out, mode):
+    prompt_len = inputs["input_ids"].shape[1]
+    if mode == "greedy":
+        tokens, scores = greedy(model, inputs, ALPHA, STEPS, banned=[model.generation_config.eos_token_id])
+        assert torch.equal(out.sequences[:, prompt_len:], tokens)
+        for got, want in zip(out.scores, scores):
+            finite = torch.isfinite(got)
+            torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+        return
+    assert inputs["input_ids"].shape[0] == 1  # beam rows all continue prompt 0
+    eos = model.generation_config.eos_token_id
+    for row in range(out.sequences.shape[0]):
+        generated = out.sequences[row, prompt_len:]
+        length = int((generated == eos).nonzero()[0, 0]) + 1 if (generated == eos).any() else len(generated)
+        scores = forced_scores(model, inputs, generated[None, :length], ALPHA)[0]
+        total = scores.gather(1, generated[:length, None]).sum()
+        torch.testing.assert_close(out.sequences_scores[row], total / length, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+@pytest.mark.parametrize("mode", ["greedy", "beam"])
+def test_static_cache_equals_the_reference(tiny, model_type, mode):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS if mode == "greedy" else PROMPTS[:1])
+    out = run(model, inputs, mode)
+    assert_equals_reference(model, inputs, out, mode)
+    # the returned cache is a StaticCache of the conditioned rows, as plain generate returns, holding what the
+    # dynamic cache holds
+    dynamic = run(model, inputs, mode, cache_implementation=None)
+    assert type(out.past_key_values) is StaticCache and type(dynamic.past_key_values) is DynamicCache
+    length = dynamic.past_key_values.get_seq_length()
+    assert int(out.past_key_values.get_seq_length()) == length
+    for got, want in zip(out.past_key_values.layers, dynamic.past_key_values.layers):
+        assert got.keys.shape[0] == want.keys.shape[0]
+        if mode == "greedy":  # beam search returns the cache of the last step's beams, not of the returned sequences
+            torch.testing.assert_close(got.keys[:, :, :length], want.keys, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("model_type, mode", [("llava_onevision", "greedy"), ("qwen2_vl", "greedy"),
+                                              ("llava_onevision", "beam"), ("qwen2_vl", "beam")])
+def test_generate_compile_config_equals_the_reference(tiny, model_type, mode):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS if mode == "greedy" else PROMPTS[:1])
+    backend, graphs = counting_backend()
+    out = run(model, inputs, mode, compile_config=compile_config(backend))
+    assert_equals_reference(model, inputs, out, mode)
+    # fullgraph: each decoding step on [conditioned rows; prior rows] is one graph, compiled once for greedy search
+    # (beam search's reordering replaces the cache tensors: one more)
+    assert 1 <= len(graphs) <= (1 if mode == "greedy" else 2)
+
+
+def test_forward_compiled_before_attach_equals_the_reference():
+    model, processor = tiny_model("qwen2_vl")  # its own model: its forward gets replaced
+    inputs = tiny_inputs(processor, "qwen2_vl", PROMPTS)
+    backend, graphs = counting_backend()
+    model.forward = torch.compile(model.forward, backend=backend)
+    out = run(model, inputs, "greedy")
+    assert graphs
+    pnd.detach(model)
+    del model.forward  # the reference runs the model's own forward
+    assert_equals_reference(model, inputs, out, "greedy")
+
+
+def test_static_cache_refuses_models_with_other_than_full_attention_layers():
+    config = Qwen2Config(num_hidden_layers=2, hidden_size=16, num_attention_heads=2, num_key_value_heads=1,
+                         intermediate_size=32, vocab_size=64, use_sliding_window=True, sliding_window=4,
+                         layer_types=["full_attention", "sliding_attention"])
+    with pytest.raises(ValueError, match=r"full-attention layers only.*StaticSlidingWindowLayer.*dynamic cache"):
+        PairedStaticCache(config, max_cache_len=16)
+
+
+@pytest.mark.parametrize("alpha", [None, 0.0])
+def test_compiled_plain_decoding_of_an_attached_model_is_plain_compiled_decoding(tiny, alpha):
+    """Without a PriorNormalized, or at alpha=0, generate compiles the attached model's forward as its own (fullgraph:
+    pnd's wrapper breaks no graph) and decodes as the detached model does."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    kwargs = dict(max_new_tokens=3, do_sample=False, cache_implementation="static")
+    plain = model.generate(**inputs, **kwargs)
+    backend, graphs = counting_backend()
+    processors = [] if alpha is None else [pnd.PriorNormalized(alpha)]
+    ours = pnd.attach(model).generate(**inputs, logits_processor=processors, compile_config=compile_config(backend),
+                                      **kwargs)
+    assert graphs and torch.equal(plain, ours)
+
+
+def test_forward_compiled_after_attach_equals_the_reference():
+    """pnd's own frame runs eagerly inside the compiled forward (a graph break), the model's forward is compiled."""
+    model, processor = tiny_model("llava_onevision")  # its own model: its forward gets replaced
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    pnd.attach(model)
+    backend, graphs = counting_backend()
+    wrapper = model.forward
+    model.forward = torch.compile(wrapper, backend=backend)
+    out = run(model, inputs, "greedy")
+    assert graphs
+    model.forward = wrapper
+    pnd.detach(model)  # the reference runs the model's own forward
+    assert_equals_reference(model, inputs, out, "greedy")
