@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ._compat import generation_config
+from ._compat import generation_config, layer_states
 from .architectures import Architecture, architecture_for
 from .cache import PairedCache
 from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
@@ -220,7 +220,7 @@ def _prefill(model, attachment, generation, cache, kwargs):
     else:
         outputs = attachment.forward(**kwargs)
         reuse = attachment.prefill != "own_call_no_reuse"
-        shared = [(layer.keys, layer.values) for layer in cache.layers] if reuse else None
+        shared = layer_states(cache) if reuse else None
         prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
                                shared)
     cache.add_prior(prior)
