@@ -29,7 +29,7 @@ def _expansions(processor, modality):
 
 
 TIMESTAMPED = {"qwen3_vl": True, "qwen3_vl_moe": True, "glm4v": True, "glm4v_moe": True, "video_llava": False,
-               "perception_lm": False}  # whether the processor writes more than placeholders for a video
+               "perception_lm": False, "qwen3_5": True, "qwen3_5_moe": True}  # whether the processor writes more than placeholders for a video
 
 
 @pytest.mark.parametrize("model_type", sorted(TIMESTAMPED))
