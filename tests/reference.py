@@ -96,8 +96,14 @@ def full_logits(model, inputs, sequence, prior: bool, removed: bool | None = Non
 
 
 def kept_tokens_logits(model, sequence, kept, positions):
-    """Last logits of a forward on each row's `kept` tokens alone, left-padded, at their `positions` (batch, L) or
-    (rows, batch, L); the attention mask is explicit (non-contiguous positions, docs/design.md §8)."""
+    """Last logits of `kept_tokens_forward`."""
+    return kept_tokens_forward(model, sequence, kept, positions)[0].logits[:, -1].float()
+
+
+def kept_tokens_forward(model, sequence, kept, positions, **kwargs):
+    """A forward on each row's `kept` tokens alone, left-padded, at their `positions` (batch, L) or (rows, batch, L);
+    the attention mask is explicit (non-contiguous positions, docs/design.md §8). Returns the model's output and
+    the (batch, width) mask of the kept tokens in that compacted batch."""
     width = int(kept.sum(1).max())
     ids = sequence.new_full((sequence.shape[0], width), model.generation_config.pad_token_id)
     mask = torch.zeros_like(ids)
@@ -106,25 +112,28 @@ def kept_tokens_logits(model, sequence, kept, positions):
         n = int(kept[row].sum())
         ids[row, width - n :], mask[row, width - n :] = sequence[row, kept[row]], 1
         compact[..., row, width - n :] = positions[..., row, kept[row]]
-    out = model(input_ids=ids, attention_mask=mask, position_ids=compact, use_cache=False)
-    return out.logits[:, -1].float()
+    return model(input_ids=ids, attention_mask=mask, position_ids=compact, **{"use_cache": False, **kwargs}), mask.bool()
 
 
-def normalized_scores(model, inputs, sequence, alpha):
-    """s = log_softmax(cond) - alpha * log_softmax(prior) for the next token after `sequence`."""
+def normalized_scores(model, inputs, sequence, alpha, prior=None):
+    """s = log_softmax(cond) - alpha * log_softmax(prior) for the next token after `sequence`.
+
+    `prior(model, inputs, sequence)` replaces the reference prior's logits (tests that show a wrong prior changes
+    the tokens)."""
     cond = torch.log_softmax(full_logits(model, inputs, sequence, prior=False), -1)
     if alpha == 0:
         return cond
-    return cond - alpha * torch.log_softmax(full_logits(model, inputs, sequence, prior=True), -1)
+    prior_logits = full_logits(model, inputs, sequence, prior=True) if prior is None else prior(model, inputs, sequence)
+    return cond - alpha * torch.log_softmax(prior_logits, -1)
 
 
-def greedy(model, inputs, alpha, steps, banned=()):
+def greedy(model, inputs, alpha, steps, banned=(), prior=None):
     """Normalized greedy decoding by brute force: (generated tokens, per-step scores). Tokens in `banned` are never
-    chosen (as generate's `min_new_tokens` bans the end-of-sequence token)."""
+    chosen (as generate's `min_new_tokens` bans the end-of-sequence token); `prior` as for `normalized_scores`."""
     sequence = inputs["input_ids"]
     scores = []
     for _ in range(steps):
-        s = normalized_scores(model, inputs, sequence, alpha)
+        s = normalized_scores(model, inputs, sequence, alpha, prior)
         scores.append(s)
         choice = s.clone()
         choice[:, list(banned)] = -torch.inf
