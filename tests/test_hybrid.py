@@ -183,3 +183,25 @@ def test_qwen3_5_prior_does_not_depend_on_the_timestamps(tiny):
                                rtol=0)
     leaky = [_placeholders_only_removed(model, inputs, inputs["input_ids"]) for inputs in runs]
     assert not torch.allclose(leaky[0], leaky[1], atol=1e-3)
+
+
+def test_qwen3_5_text_prior_mode_is_the_prompt_without_its_expansion(tiny):
+    """prior="text": the kept tokens renumbered from 0, i.e. the model on the prompt with the expansion cut out, at
+    the prefill and while decoding (alpha=1: the prior's log-softmax is the conditioned one minus the score)."""
+    model, processor = tiny("qwen3_5")
+    inputs = tiny_inputs(processor, "qwen3_5", PROMPTS[:1])
+    text_only = inputs["input_ids"][~visual_positions(model, inputs["input_ids"])][None]
+    with torch.no_grad():
+        want = model(input_ids=text_only).logits[:, -1]
+    torch.testing.assert_close(pnd.prior_logits(model, **inputs, mode="text"), want, atol=1e-4, rtol=0)
+    out = pnd.attach(model).generate(**inputs, max_new_tokens=3, min_new_tokens=3, do_sample=False,
+                                     output_scores=True, return_dict_in_generate=True,
+                                     logits_processor=[pnd.PriorNormalized(1.0, prior="text")])
+    generated = out.sequences[:, inputs["input_ids"].shape[1]:]
+    for k, scores in enumerate(out.scores):
+        sequence = torch.cat([inputs["input_ids"], generated[:, :k]], 1)
+        with torch.no_grad():
+            prior = torch.log_softmax(model(input_ids=torch.cat([text_only, generated[:, :k]], 1)).logits[:, -1], -1)
+        got = torch.log_softmax(full_logits(model, inputs, sequence, prior=False), -1) - scores
+        finite = torch.isfinite(scores)  # min_new_tokens bans EOS
+        torch.testing.assert_close(got[finite], prior[finite], atol=1e-4, rtol=0)
