@@ -23,8 +23,8 @@ TRANSFORMERS_CHECKED = ">=5.23,<5.24"  # the releases these calls were read and 
 
 __all__ = ["TRANSFORMERS_CHECKED", "RecurrentState", "attention_implementation", "cache_from_layers",
            "encode_visual_inputs", "generation_config", "has_recurrent_layers", "layer_states", "map_states",
-           "position_ids_for_generation", "register_sdpa_attention", "sdpa_attention_forward", "set_attention_implementation",
-           "set_layer_state"]
+           "position_ids_for_generation", "register_sdpa_attention", "sdpa_attention_forward",
+           "set_attention_implementation", "set_layer_state"]
 
 
 def generation_config(model, kwargs: dict):

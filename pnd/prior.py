@@ -189,7 +189,8 @@ def blank_prefill(model, forward, prefill_kwargs: dict, blank_outputs: dict) -> 
     input_ids, attention_mask = prefill_kwargs["input_ids"], prefill_kwargs.get("attention_mask")
     attends = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
     offset = torch.zeros_like(prefill_kwargs["position_ids"][..., -1])
-    return PriorPrefill(logits=outputs.logits[:, -1], layers=layer_states(cache), attends=attends, position_offset=offset)
+    return PriorPrefill(logits=outputs.logits[:, -1], layers=layer_states(cache), attends=attends,
+                        position_offset=offset)
 
 
 @torch.no_grad()

@@ -82,8 +82,7 @@ def full_logits(model, inputs, sequence, prior: bool, removed: bool | None = Non
     `removed` (the prior only; default: whether the model has recurrent layers): the kept tokens alone, instead of
     the whole sequence with the expansion masked out of attention.
     """
-    prompt_mask = inputs["attention_mask"]
-    mask = torch.cat([prompt_mask, prompt_mask.new_ones(sequence.shape[0], sequence.shape[1] - prompt_mask.shape[1])], 1)
+    mask = sequence_mask(inputs, sequence)
     positions = conditioned_positions(model, sequence, mask, inputs)
     if prior:  # the prompt's visual slots (a generated placeholder id is just a token)
         visual = visual_positions(model, inputs["input_ids"])
@@ -93,6 +92,12 @@ def full_logits(model, inputs, sequence, prior: bool, removed: bool | None = Non
     pixels = {k: inputs[k] for k in PIXEL_KEYS if k in inputs}
     out = model(input_ids=sequence, attention_mask=mask, position_ids=positions, use_cache=False, **pixels)
     return out.logits[:, -1].float()
+
+
+def sequence_mask(inputs, sequence):
+    """The attention mask of `sequence`: the prompt's, then 1 for every generated token."""
+    prompt_mask = inputs["attention_mask"]
+    return torch.cat([prompt_mask, prompt_mask.new_ones(sequence.shape[0], sequence.shape[1] - prompt_mask.shape[1])], 1)
 
 
 def kept_tokens_logits(model, sequence, kept, positions):
@@ -112,7 +117,8 @@ def kept_tokens_forward(model, sequence, kept, positions, **kwargs):
         n = int(kept[row].sum())
         ids[row, width - n :], mask[row, width - n :] = sequence[row, kept[row]], 1
         compact[..., row, width - n :] = positions[..., row, kept[row]]
-    return model(input_ids=ids, attention_mask=mask, position_ids=compact, **{"use_cache": False, **kwargs}), mask.bool()
+    out = model(input_ids=ids, attention_mask=mask, position_ids=compact, **{"use_cache": False, **kwargs})
+    return out, mask.bool()
 
 
 def normalized_scores(model, inputs, sequence, alpha, prior=None):

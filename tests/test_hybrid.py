@@ -15,7 +15,7 @@ from pnd.testing import tiny_inputs
 
 from helpers import PROMPTS
 from reference import (PIXEL_KEYS, conditioned_positions, full_logits, greedy, kept_tokens_forward, kept_tokens_logits,
-                       visual_positions)
+                       sequence_mask, visual_positions)
 
 STEPS = 6
 
@@ -24,14 +24,9 @@ def _eos(model):
     return [model.generation_config.eos_token_id]
 
 
-def _sequence_mask(inputs, sequence):
-    prompt_mask = inputs["attention_mask"]
-    return torch.cat([prompt_mask, prompt_mask.new_ones(sequence.shape[0], sequence.shape[1] - prompt_mask.shape[1])], 1)
-
-
 def _placeholders_only_removed(model, inputs, sequence):
     """Leaky prior: only the placeholders cut out; the timestamps and inner delimiters stay (kept tokens forward)."""
-    mask = _sequence_mask(inputs, sequence)
+    mask = sequence_mask(inputs, sequence)
     kept = mask.bool()
     kept[:, : inputs["input_ids"].shape[1]] &= ~Architecture.expansion_mask(
         architecture_for(model), model.config, inputs["input_ids"])
@@ -49,8 +44,9 @@ def _span_visible_to_recurrent_layers(model, inputs, sequence):
     length = sequence.shape[1]
     keys = torch.ones_like(sequence, dtype=torch.bool)
     keys[:, : inputs["input_ids"].shape[1]] = ~visual_positions(model, inputs["input_ids"])
-    allowed = torch.ones(length, length, dtype=torch.bool).tril() & keys[:, None, :] | torch.eye(length, dtype=torch.bool)
-    positions = conditioned_positions(model, sequence, _sequence_mask(inputs, sequence), inputs)
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
+    allowed = causal & keys[:, None, :] | torch.eye(length, dtype=torch.bool)  # a masked query sees itself: no NaN
+    positions = conditioned_positions(model, sequence, sequence_mask(inputs, sequence), inputs)
     pixels = {k: inputs[k] for k in PIXEL_KEYS if k in inputs}
     with torch.no_grad():
         logits = model(input_ids=sequence, attention_mask=allowed[:, None], position_ids=positions, **pixels).logits
@@ -152,7 +148,7 @@ def test_qwen3_5_returned_cache_holds_the_conditioned_rows(tiny):
     out = pnd.attach(model).generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False,
                                      return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(0.5)])
     sequence = out.sequences[:, :-1]
-    mask = _sequence_mask(inputs, sequence)
+    mask = sequence_mask(inputs, sequence)
     pixels = {k: inputs[k] for k in PIXEL_KEYS if k in inputs}
     with torch.no_grad():
         plain = model(input_ids=sequence, attention_mask=mask, position_ids=conditioned_positions(model, sequence, mask,
