@@ -11,16 +11,20 @@ Example:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from transformers import AttentionInterface, DynamicCache, StaticCache
+from transformers.cache_utils import LinearAttentionCacheLayerMixin
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
 TRANSFORMERS_CHECKED = ">=5.23,<5.24"  # the releases these calls were read and tested against
 
-__all__ = ["TRANSFORMERS_CHECKED", "attention_implementation", "cache_from_layers", "compiled_forward",
-           "compiles_decoding", "encode_visual_inputs", "generation_config", "position_ids_for_generation",
-           "register_sdpa_attention", "sdpa_attention_forward", "set_attention_implementation"]
+__all__ = ["TRANSFORMERS_CHECKED", "RecurrentState", "attention_implementation", "cache_from_layers", "compiled_forward",
+           "compiles_decoding", "encode_visual_inputs", "generation_config", "has_recurrent_layers", "layer_states",
+           "map_states", "position_ids_for_generation", "register_sdpa_attention", "sdpa_attention_forward",
+           "set_attention_implementation", "set_layer_state"]
 
 
 def generation_config(model, kwargs: dict):
@@ -58,9 +62,65 @@ def compiled_forward(model, forward, compile_config):
     return torch.compile(forward, **options)
 
 
+class RecurrentState(NamedTuple):
+    """What a recurrent cache layer (transformers' `LinearAttentionLayer`: Gated DeltaNet, short convolutions) holds
+    for its rows: the last inputs of its causal convolution and its recurrent state, either possibly None. Unlike
+    keys and values they have no sequence axis: they sum up every token the layer has seen."""
+
+    conv: torch.Tensor | None
+    recurrent: torch.Tensor | None
+
+
+def has_recurrent_layers(config) -> bool:
+    """Whether the (text) config's cache has recurrent layers (`LinearAttentionCacheLayerMixin`), e.g. Qwen3.5."""
+    return any(isinstance(layer, LinearAttentionCacheLayerMixin) for layer in DynamicCache(config=config).layers)
+
+
+def layer_states(cache) -> list:
+    """Per layer of `cache`: (keys, values) for an attention layer, a `RecurrentState` for a recurrent one."""
+    states = []
+    for layer in cache.layers:
+        if not isinstance(layer, LinearAttentionCacheLayerMixin):
+            states.append((layer.keys, layer.values))
+        elif layer.number_of_states == 1 and not hasattr(layer, "keys"):
+            states.append(RecurrentState(layer.conv_states[0], layer.recurrent_states[0]))
+        else:
+            raise NotImplementedError(f"pnd does not support cache layers of type {type(layer).__name__} (several "
+                                      "recurrent states, or recurrent and attention states in one layer).")
+    return states
+
+
+def set_layer_state(layer, state) -> None:
+    """Make cache layer `layer` hold `state` (as `layer_states` gives it), in place of its rows."""
+    if isinstance(state, RecurrentState):
+        layer.conv_states[0], layer.recurrent_states[0] = state
+    else:
+        layer.keys, layer.values = state
+
+
+def map_states(function, *states):
+    """`function` applied tensor by tensor across `states` of one layer (all (keys, values) or all RecurrentState),
+    e.g. a row selection; a None tensor stays None."""
+    mapped = [None if parts[0] is None else function(*parts) for parts in zip(*states)]
+    return RecurrentState(*mapped) if isinstance(states[0], RecurrentState) else tuple(mapped)
+
+
 def cache_from_layers(config, layers=None) -> DynamicCache:
-    """A DynamicCache holding per-layer (keys, values) (`ddp_cache_data`), for the text config `config`."""
-    return DynamicCache(ddp_cache_data=layers, config=config)
+    """A DynamicCache for the text config `config` holding copies of per-layer states (as `layer_states` gives them).
+
+    A recurrent layer's states are copied in through the layer's own update methods, which the model's next forward
+    then updates in place.
+    """
+    cache = DynamicCache(config=config)
+    for layer, state in zip(cache.layers, layers or []):
+        if isinstance(state, RecurrentState):
+            if state.conv is not None:
+                layer.update_conv_state(state.conv)  # a fresh layer takes it as a prefill's: kernel = its last axis
+            if state.recurrent is not None:
+                layer.update_recurrent_state(state.recurrent)
+        elif state[0] is not None:
+            layer.update(*state[:2])
+    return cache
 
 
 def attention_implementation(config) -> str:

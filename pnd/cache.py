@@ -2,7 +2,8 @@
 
 Rows `[0, n)` are the conditioned pass, rows `[n, 2n)` the prior pass of the same sequences. Beam
 reordering, batch expansion and selection apply the same row operation to both halves, so the prior can
-never go stale (the bug of VCD, PAI and transformers' CFG processor, docs/design.md §5).
+never go stale (the bug of VCD, PAI and transformers' CFG processor, docs/design.md §5). Every layer's rows
+move together: an attention layer's keys and values, a recurrent layer's (Qwen3.5's Gated DeltaNet) states.
 
 Example:
     >>> cache = PairedCache()
@@ -15,7 +16,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, StaticCache, StaticLayer
 
-from ._compat import cache_from_layers
+from ._compat import cache_from_layers, layer_states, map_states, set_layer_state
 from .prior import PriorPrefill
 
 
@@ -31,9 +32,8 @@ class PairedCache(DynamicCache):
 
     def add_prior(self, prior: PriorPrefill) -> None:
         """Append the prior rows (one copy, at prefill) below the conditioned rows already cached."""
-        for layer, (keys, values) in zip(self.layers, prior.layers):
-            layer.keys = torch.cat([layer.keys, keys.to(layer.keys.dtype)], dim=0)
-            layer.values = torch.cat([layer.values, values.to(layer.values.dtype)], dim=0)
+        for layer, conditioned, extra in zip(self.layers, layer_states(self), prior.layers):
+            set_layer_state(layer, map_states(lambda a, b: torch.cat([a, b.to(a.dtype)]), conditioned, extra))
         self.prior_attends = prior.attends
         self.prior_position_offset = prior.position_offset
 
@@ -43,7 +43,7 @@ class PairedCache(DynamicCache):
         if not self.is_paired:
             return self
         n = self.prior_attends.shape[0]
-        return cache_from_layers(config, [(layer.keys[:n], layer.values[:n]) for layer in self.layers])
+        return cache_from_layers(config, [map_states(lambda t: t[:n], state) for state in layer_states(self)])
 
     def _both_halves(self, index: torch.Tensor) -> torch.Tensor:
         n = self.prior_attends.shape[0]
@@ -59,7 +59,9 @@ class PairedCache(DynamicCache):
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if not self.is_paired:
             return super().batch_select_indices(indices)
-        super().batch_select_indices(self._both_halves(indices))
+        rows = self._both_halves(indices)
+        for layer, state in zip(self.layers, layer_states(self)):  # transformers' recurrent layers have no such method
+            set_layer_state(layer, map_states(lambda t: t[rows.to(t.device)], state))
         self.prior_attends = self.prior_attends[indices]
         self.prior_position_offset = self.prior_position_offset[..., indices]
 

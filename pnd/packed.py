@@ -7,7 +7,8 @@ once. Attention is split in two (`split_attention`): the prompt attends causally
 a plain forward (PyTorch's fast causal kernel when nothing is padded), and the prior tokens attend to the
 reused text before the video and to each other. Used for models whose language model runs SDPA
 attention over the whole context; the others (eager, flash-attention, sliding-window attention) get
-the prior's own call (`prior.masked_prefill`).
+the prior's own call (`prior.masked_prefill`), and so do models with recurrent layers (Qwen3.5), whose
+state would carry the prompt into the prior tokens that follow it in the packed row.
 
 The split runs as an attention implementation of its own, registered with SDPA's masks. `pnd.attach` switches
 an SDPA model's language model to it once (`use_split_attention`) and `pnd.detach` switches it back
@@ -29,7 +30,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 import torch
-from ._compat import attention_implementation, register_sdpa_attention, sdpa_attention_forward, set_attention_implementation
+from ._compat import attention_implementation, has_recurrent_layers, register_sdpa_attention, sdpa_attention_forward
+from ._compat import set_attention_implementation
 from .architectures import architecture_for
 from .prior import assemble_prefill, prior_slots
 
@@ -59,10 +61,11 @@ register_sdpa_attention(_ATTENTION, split_attention)  # with SDPA's own masks ou
 
 def packs_prior(model, kwargs: dict) -> bool:
     """Whether this prefill call can carry the prior's tokens: SDPA attention over the whole context (no sliding
-    window), and only the last logits asked for."""
+    window, no recurrent layer), and only the last logits asked for."""
     config = model.config.get_text_config(decoder=True)
     return (attention_implementation(config) in ("sdpa", _ATTENTION) and getattr(config, "sliding_window", None) is None
-            and kwargs.get("logits_to_keep") == 1 and not any(kwargs.get(k) for k in _OUTPUT_OPTIONS))
+            and kwargs.get("logits_to_keep") == 1 and not any(kwargs.get(k) for k in _OUTPUT_OPTIONS)
+            and not has_recurrent_layers(config))
 
 
 def packed_prefill(model, forward, kwargs: dict, mode: str):

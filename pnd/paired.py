@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 
-from ._compat import compiled_forward, compiles_decoding, generation_config, position_ids_for_generation
+from ._compat import compiled_forward, compiles_decoding, generation_config, layer_states, position_ids_for_generation
 from .architectures import Architecture, architecture_for
 from .cache import PairedCache, PairedStaticCache
 from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
@@ -284,8 +284,7 @@ def _prefill(model, attachment, generation, cache, kwargs):
     mode = generation.normalizer.prior
     if generation.conversation is not None:  # the new text on the returned cache; the prior over the whole conversation
         outputs = attachment.forward(**kwargs)
-        shared = [(layer.keys, layer.values) for layer in cache.layers]
-        prior = masked_prefill(model, *generation.conversation, mode, shared)
+        prior = masked_prefill(model, *generation.conversation, mode, layer_states(cache))
     elif generation.blank_outputs is not None:
         outputs = attachment.forward(**kwargs)
         prior = blank_prefill(model, attachment.forward, kwargs, generation.blank_outputs)
@@ -294,7 +293,7 @@ def _prefill(model, attachment, generation, cache, kwargs):
     else:
         outputs = attachment.forward(**kwargs)
         reuse = attachment.prefill != "own_call_no_reuse"
-        shared = [(layer.keys, layer.values) for layer in cache.layers] if reuse else None
+        shared = layer_states(cache) if reuse else None
         prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
                                shared)
     cache.add_prior(prior)

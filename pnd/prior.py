@@ -4,6 +4,9 @@ The masked prior never needs pixels or the vision tower: its prefill runs the la
 text tokens only, with the position ids they have in the conditioned pass, and lays the result out in a
 KV-cache of the conditioned pass's length (visual slots zero and masked). Text before the first visual
 token is the same in both passes: its keys/values are copied from the conditioned pass, not recomputed.
+A model with recurrent layers (Qwen3.5) runs every kept token through every layer instead: its recurrent
+states after the text before the video are not in the conditioned cache, which holds them after the whole
+prompt; the prior rows keep the recurrent states at the end of the kept tokens.
 
 Example:
     >>> import pnd, torch
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._compat import cache_from_layers, encode_visual_inputs
+from ._compat import RecurrentState, cache_from_layers, encode_visual_inputs, has_recurrent_layers, layer_states
 from .architectures import Architecture, architecture_for
 
 
@@ -29,7 +32,7 @@ class PriorPrefill:
     """The prior rows after the prompt: next-token logits, KV per layer, and how to extend them."""
 
     logits: torch.Tensor  # (batch, vocab) logits for the first generated token
-    layers: list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), full prompt length
+    layers: list  # per layer (keys, values) of the full prompt length, or a recurrent layer's RecurrentState
     attends: torch.Tensor  # (batch, prompt_len) bool: prompt slots the prior rows may attend to
     position_offset: torch.Tensor  # cond positions minus prior positions of generated tokens
 
@@ -131,8 +134,10 @@ def lay_out_prior(slots: PriorSlots, states: torch.Tensor, computed_from: int) -
 
 def assemble_prefill(slots: PriorSlots, logits: torch.Tensor, layers, position_ids: torch.Tensor,
                   computed_from: int) -> PriorPrefill:
-    """The `PriorPrefill` of per-layer (keys, values) laid out by `lay_out_prior`."""
-    laid_out = [tuple(lay_out_prior(slots, states, computed_from) for states in layer) for layer in layers]
+    """The `PriorPrefill` of per-layer states: (keys, values) laid out by `lay_out_prior`, recurrent states as
+    they are (after the last computed token)."""
+    laid_out = [layer if isinstance(layer, RecurrentState) else
+                tuple(lay_out_prior(slots, states, computed_from) for states in layer) for layer in layers]
     offset = position_ids[..., -1] - slots.positions[..., -1]
     return PriorPrefill(logits=logits, layers=laid_out, attends=slots.text, position_offset=offset)
 
@@ -148,13 +153,16 @@ def masked_prefill(
     """Prefill the prior rows on the text tokens alone, in one language-model call of their own.
 
     `shared` is the conditioned pass's per-layer (keys, values) for the same prompt: the text before
-    each row's first visual token is copied from it, and only the text after it is computed.
+    each row's first visual token is copied from it, and only the text after it is computed. A model with
+    recurrent layers ignores it and computes every kept token (see the module's docstring).
     """
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=shared is not None)
+    config = model.config.get_text_config(decoder=True)
+    reuse = shared is not None and not has_recurrent_layers(config)
+    slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=reuse)
     reused_layers = [(k[:, :, : slots.prefix], v[:, :, : slots.prefix]) for k, v in shared] if slots.prefix else None
-    cache = cache_from_layers(model.config.get_text_config(decoder=True), reused_layers)
+    cache = cache_from_layers(config, reused_layers)
     hidden = architecture_for(model).language_model(model)(
         input_ids=input_ids.gather(1, slots.index),
         attention_mask=torch.cat([slots.reused[:, : slots.prefix], slots.computed], 1).long(),
@@ -163,8 +171,7 @@ def masked_prefill(
         use_cache=True,
     ).last_hidden_state
     logits = model.get_output_embeddings()(hidden[:, -1])
-    layers = [(layer.keys, layer.values) for layer in cache.layers]
-    return assemble_prefill(slots, logits, layers, position_ids, computed_from=slots.prefix)
+    return assemble_prefill(slots, logits, layer_states(cache), position_ids, computed_from=slots.prefix)
 
 
 def blank_encoder_outputs(model, architecture: Architecture, generate_kwargs: dict, expand_size: int) -> dict:
@@ -182,8 +189,8 @@ def blank_prefill(model, forward, prefill_kwargs: dict, blank_outputs: dict) -> 
     input_ids, attention_mask = prefill_kwargs["input_ids"], prefill_kwargs.get("attention_mask")
     attends = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
     offset = torch.zeros_like(prefill_kwargs["position_ids"][..., -1])
-    layers = [(layer.keys, layer.values) for layer in cache.layers]
-    return PriorPrefill(logits=outputs.logits[:, -1], layers=layers, attends=attends, position_offset=offset)
+    return PriorPrefill(logits=outputs.logits[:, -1], layers=layer_states(cache), attends=attends,
+                        position_offset=offset)
 
 
 @torch.no_grad()

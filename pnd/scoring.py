@@ -24,7 +24,8 @@ from typing import NamedTuple
 import torch
 from tqdm.auto import tqdm
 
-from ._compat import attention_implementation, cache_from_layers
+from ._compat import (RecurrentState, attention_implementation, cache_from_layers, has_recurrent_layers, layer_states,
+                      map_states)
 from .architectures import architecture_for
 from .prompts import video_prompt
 from .prior import default_position_ids, masked_prefill
@@ -67,8 +68,9 @@ class CaptionScorer:
         batch_size: captions scored per forward call (bounds memory).
         progress: show a progress bar.
         pack_captions: score a batch's captions packed into one row over a single copy of the video prefix
-            (memory flat in `batch_size`) where the model runs SDPA attention without a sliding window;
-            False: one row per caption over a copy of the prefix each (the benchmark's baseline). Same scores.
+            (memory flat in `batch_size`) where the model runs SDPA attention without a sliding window or
+            recurrent layers; False: one row per caption over a copy of the prefix each (the benchmark's
+            baseline). Same scores.
 
     Example:
         >>> import pnd
@@ -232,18 +234,19 @@ class CaptionScorer:
         model = self.model
         positions = default_position_ids(model, **inputs)
         cache = cache_from_layers(model.config.get_text_config(decoder=True))
-        out = model(**inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
         attends = inputs["attention_mask"].bool()
+        starts = attends.long().argmax(-1).tolist()  # each row's first attended slot: left padding before it is cut
+        if any(starts) and has_recurrent_layers(model.config.get_text_config(decoder=True)):
+            raise ValueError("These prompts are left-padded, and a recurrent layer's state would take the padding in: "
+                             "score them one at a time (score_prompt) on this model.")
+        out = model(**inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        states = layer_states(cache)
         prefixes = []
-        for row in range(attends.shape[0]):
-            start = int(attends[row].long().argmax())  # the first attended slot: left padding before it is cut
+        for row, start in enumerate(starts):
             kept = positions[..., row : row + 1, start:]
-            layers = [(layer.keys[row : row + 1, :, start:] if start else layer.keys[row : row + 1],
-                       layer.values[row : row + 1, :, start:] if start else layer.values[row : row + 1])
-                      for layer in cache.layers]
-            prefixes.append(Prefix(inputs["input_ids"][row : row + 1, start:], kept, layers,
-                                   attends[row : row + 1, start:], out.logits[row : row + 1, -1],
-                                   next_positions=kept[..., -1:] + 1))
+            prefixes.append(Prefix(inputs["input_ids"][row : row + 1, start:], kept,
+                                   [_row_of(state, row, start) for state in states], attends[row : row + 1, start:],
+                                   out.logits[row : row + 1, -1], next_positions=kept[..., -1:] + 1))
         return prefixes
 
     def _caption_priors(self, prefix: "Prefix", tokens: list[list[int]]) -> torch.Tensor:
@@ -281,7 +284,7 @@ class CaptionScorer:
         """Summed log-probabilities of each caption of `chunk` after the prefix."""
         config = self.model.config.get_text_config(decoder=True)
         if (self.pack_captions and attention_implementation(config) == "sdpa"
-                and getattr(config, "sliding_window", None) is None):
+                and getattr(config, "sliding_window", None) is None and not has_recurrent_layers(config)):
             return self._teacher_forced_packed(prefix, chunk)
         logprobs, ids, mask = self._forced_logprobs(prefix, chunk)
         return (logprobs.gather(2, ids[..., None])[..., 0] * mask).sum(1)
@@ -291,7 +294,8 @@ class CaptionScorer:
 
         Each caption token attends to the prefix's attended slots and to the tokens of its own caption up to
         itself, and has the position it has right after the prefix: the same scores as one row per caption,
-        with the prefix's KV held once instead of once per caption (SDPA with a boolean 4-D mask).
+        with the prefix's KV held once instead of once per caption (SDPA with a boolean 4-D mask). Not for
+        recurrent layers, whose state would carry each caption into the next.
         """
         device = prefix.first_logits.device
         lengths = torch.tensor([len(t) for t in chunk], device=device)
@@ -320,7 +324,7 @@ class CaptionScorer:
         for i, t in enumerate(chunk):  # right-padded: padding comes after every real token
             ids[i, : len(t)], mask[i, : len(t)] = torch.tensor(t), 1
         cache = cache_from_layers(self.model.config.get_text_config(decoder=True),
-                                  [(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in prefix.layers])
+                                  [map_states(lambda t: t.expand(n, *t.shape[1:]), state) for state in prefix.layers])
         steps = torch.arange(longest, device=device)
         positions = (prefix.next_positions + steps).expand(*prefix.next_positions.shape[:-2], n, longest)
         logits = self.model(
@@ -332,6 +336,13 @@ class CaptionScorer:
         ).logits
         logits = torch.cat([prefix.first_logits.expand(n, 1, -1), logits[:, :-1]], 1).float()
         return torch.log_softmax(logits, -1), ids, mask
+
+
+def _row_of(state, row: int, start: int):
+    """Row `row` of one cache layer's state, its keys and values without the first `start` (padding) slots."""
+    if isinstance(state, RecurrentState):
+        return map_states(lambda t: t[row : row + 1], state)
+    return map_states(lambda t: t[row : row + 1, :, start:], state)
 
 
 class Prefix(NamedTuple):

@@ -70,6 +70,9 @@ def _scale_attention(model: torch.nn.Module, factor: float) -> None:
         for name, param in model.named_parameters():
             if "language_model" in name and name.endswith(("q_proj.weight", "k_proj.weight")):
                 param.mul_(factor)
+        for name, module in model.named_modules():  # Qwen3.5's q/k RMSNorms (gain 1 + weight, weight 0 at init)
+            if "language_model" in name and name.endswith(("q_norm", "k_norm")) and not module.weight.any():
+                module.weight.fill_(factor - 1)  # undo the q/k scaling: scale their gain instead
         model.get_output_embeddings().weight.mul_(factor)
 
 
@@ -155,23 +158,33 @@ def _qwen2_vl(seed: int, model_type: str = "qwen2_vl"):
 
 
 def _qwen3_vl(seed: int, model_type: str = "qwen3_vl"):
+    """Qwen3-VL, or Qwen3.5 (same processor; a hybrid language model: Gated-DeltaNet layers around full attention)."""
     from transformers import AutoConfig, AutoModelForImageTextToText, Qwen2VLImageProcessor, Qwen3VLProcessor
     from transformers import Qwen3VLVideoProcessor
 
     tokenizer = tiny_tokenizer(["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"])
-    moe = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32) if model_type == "qwen3_vl_moe" else {}
+    rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True, "rope_theta": 10000.0}
+    text = dict(num_hidden_layers=2, intermediate_size=128)
+    vision = dict(deepstack_visual_indexes=[0])
+    if model_type.startswith("qwen3_5"):  # rotary on the whole head (Qwen3.5 defaults to a quarter of it)
+        rope["partial_rotary_factor"] = 1.0
+        text = dict(num_hidden_layers=3, intermediate_size=128, layer_types=_HYBRID_LAYERS, linear_conv_kernel_dim=4,
+                    linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4)
+        vision = {}
+    if model_type.endswith("moe"):
+        text |= dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+        if model_type == "qwen3_5_moe":
+            text |= dict(shared_expert_intermediate_size=32)
     config = AutoConfig.for_model(
         model_type,
         text_config=dict(
-            vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2, head_dim=16,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, **moe,
-            rope_parameters={"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True,
-                             "rope_theta": 10000.0},
+            vocab_size=len(tokenizer), hidden_size=64, head_dim=16, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=1024, rope_parameters=rope, **text,
             eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
         ),
         vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
                            spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64,
-                           num_position_embeddings=16, deepstack_visual_indexes=[0]),
+                           num_position_embeddings=16, **vision),
         image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
         video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
         vision_start_token_id=tokenizer.convert_tokens_to_ids("<|vision_start|>"),
@@ -190,6 +203,9 @@ def _qwen3_vl(seed: int, model_type: str = "qwen3_vl"):
         .replace("{{ video_placeholder }}", "<|vision_start|><|video_pad|><|vision_end|>"),
     )
     return model, processor
+
+
+_HYBRID_LAYERS = ["linear_attention", "full_attention", "linear_attention"]  # a recurrent layer on both sides
 
 
 def _glm4v(seed: int, model_type: str = "glm4v"):
@@ -331,6 +347,8 @@ _BUILDERS = {
     "llava": _llava,
     "qwen3_vl": lambda seed: _qwen3_vl(seed, "qwen3_vl"),
     "qwen3_vl_moe": lambda seed: _qwen3_vl(seed, "qwen3_vl_moe"),
+    "qwen3_5": lambda seed: _qwen3_vl(seed, "qwen3_5"),
+    "qwen3_5_moe": lambda seed: _qwen3_vl(seed, "qwen3_5_moe"),
     "glm4v": lambda seed: _glm4v(seed, "glm4v"),
     "glm4v_moe": lambda seed: _glm4v(seed, "glm4v_moe"),
     "video_llava": _video_llava,
@@ -338,7 +356,7 @@ _BUILDERS = {
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
-                       "perception_lm")
+                       "perception_lm", "qwen3_5", "qwen3_5_moe")
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):

@@ -4,7 +4,8 @@ Every step recomputes two full forwards from scratch, without any cache (docs/de
   conditioned: the model on the whole sequence, pixels included, HF position ids;
   prior:       the same call with the attention mask set to 0 over the whole visual expansion (every token the
                processor inserted for an image or video) and the position ids of the conditioned pass passed
-               explicitly.
+               explicitly; for a model with recurrent layers (Qwen3.5), where masking is not removal, a call on
+               the kept tokens alone (the expansion cut out, each row left-padded), at those same position ids.
 
 The expansion is read here with a plain loop over the tokens, and `processor_expansion` reads it from the
 processor's own record of its replacements: tests check the two (and pnd's adapters) agree.
@@ -18,7 +19,15 @@ PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "ima
 QWEN3_VL = (("vision_start_token_id", "vision_end_token_id"),)
 GLM4V = (("image_start_token_id", "image_end_token_id"), ("video_start_token_id", "video_end_token_id"))
 # families whose template wraps the processor's whole expansion in (start, end) token pairs (config attribute names)
-DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "glm4v_moe": GLM4V}
+DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "glm4v_moe": GLM4V, "qwen3_5": QWEN3_VL,
+             "qwen3_5_moe": QWEN3_VL}
+RECURRENT_LAYER_TYPES = ("linear_attention", "conv")  # layer_types of recurrent layers (Qwen3.5, LFM2)
+
+
+def is_hybrid(model):
+    """Whether the language model has recurrent layers, read from its config's layer types."""
+    layer_types = getattr(model.config.get_text_config(decoder=True), "layer_types", None) or ()
+    return any(t in RECURRENT_LAYER_TYPES for t in layer_types)
 
 
 def visual_positions(model, input_ids):
@@ -67,34 +76,70 @@ def conditioned_positions(model, input_ids, mask, inputs):
 
 
 @torch.no_grad()
-def full_logits(model, inputs, sequence, prior: bool):
-    """Last-position logits of one from-scratch forward over `sequence` (prompt + generated tokens)."""
-    prompt_mask = inputs["attention_mask"]
-    mask = torch.cat([prompt_mask, prompt_mask.new_ones(sequence.shape[0], sequence.shape[1] - prompt_mask.shape[1])], 1)
+def full_logits(model, inputs, sequence, prior: bool, removed: bool | None = None):
+    """Last-position logits of one from-scratch forward over `sequence` (prompt + generated tokens).
+
+    `removed` (the prior only; default: whether the model has recurrent layers): the kept tokens alone, instead of
+    the whole sequence with the expansion masked out of attention.
+    """
+    mask = sequence_mask(inputs, sequence)
     positions = conditioned_positions(model, sequence, mask, inputs)
     if prior:  # the prompt's visual slots (a generated placeholder id is just a token)
         visual = visual_positions(model, inputs["input_ids"])
         mask[:, : visual.shape[1]] *= ~visual
+        if is_hybrid(model) if removed is None else removed:
+            return kept_tokens_logits(model, sequence, mask.bool(), positions)
     pixels = {k: inputs[k] for k in PIXEL_KEYS if k in inputs}
     out = model(input_ids=sequence, attention_mask=mask, position_ids=positions, use_cache=False, **pixels)
     return out.logits[:, -1].float()
 
 
-def normalized_scores(model, inputs, sequence, alpha):
-    """s = log_softmax(cond) - alpha * log_softmax(prior) for the next token after `sequence`."""
+def sequence_mask(inputs, sequence):
+    """The attention mask of `sequence`: the prompt's, then 1 for every generated token."""
+    prompt_mask = inputs["attention_mask"]
+    return torch.cat([prompt_mask, prompt_mask.new_ones(sequence.shape[0], sequence.shape[1] - prompt_mask.shape[1])], 1)
+
+
+def kept_tokens_logits(model, sequence, kept, positions):
+    """Last logits of `kept_tokens_forward`."""
+    return kept_tokens_forward(model, sequence, kept, positions)[0].logits[:, -1].float()
+
+
+def kept_tokens_forward(model, sequence, kept, positions, **kwargs):
+    """A forward on each row's `kept` tokens alone, left-padded, at their `positions` (batch, L) or (rows, batch, L);
+    the attention mask is explicit (non-contiguous positions, docs/design.md §8). Returns the model's output and
+    the (batch, width) mask of the kept tokens in that compacted batch."""
+    width = int(kept.sum(1).max())
+    ids = sequence.new_full((sequence.shape[0], width), model.generation_config.pad_token_id)
+    mask = torch.zeros_like(ids)
+    compact = positions.new_zeros(*positions.shape[:-1], width)
+    for row in range(sequence.shape[0]):
+        n = int(kept[row].sum())
+        ids[row, width - n :], mask[row, width - n :] = sequence[row, kept[row]], 1
+        compact[..., row, width - n :] = positions[..., row, kept[row]]
+    out = model(input_ids=ids, attention_mask=mask, position_ids=compact, **{"use_cache": False, **kwargs})
+    return out, mask.bool()
+
+
+def normalized_scores(model, inputs, sequence, alpha, prior=None):
+    """s = log_softmax(cond) - alpha * log_softmax(prior) for the next token after `sequence`.
+
+    `prior(model, inputs, sequence)` replaces the reference prior's logits (tests that show a wrong prior changes
+    the tokens)."""
     cond = torch.log_softmax(full_logits(model, inputs, sequence, prior=False), -1)
     if alpha == 0:
         return cond
-    return cond - alpha * torch.log_softmax(full_logits(model, inputs, sequence, prior=True), -1)
+    prior_logits = full_logits(model, inputs, sequence, prior=True) if prior is None else prior(model, inputs, sequence)
+    return cond - alpha * torch.log_softmax(prior_logits, -1)
 
 
-def greedy(model, inputs, alpha, steps, banned=()):
+def greedy(model, inputs, alpha, steps, banned=(), prior=None):
     """Normalized greedy decoding by brute force: (generated tokens, per-step scores). Tokens in `banned` are never
-    chosen (as generate's `min_new_tokens` bans the end-of-sequence token)."""
+    chosen (as generate's `min_new_tokens` bans the end-of-sequence token); `prior` as for `normalized_scores`."""
     sequence = inputs["input_ids"]
     scores = []
     for _ in range(steps):
-        s = normalized_scores(model, inputs, sequence, alpha)
+        s = normalized_scores(model, inputs, sequence, alpha, prior)
         scores.append(s)
         choice = s.clone()
         choice[:, list(banned)] = -torch.inf

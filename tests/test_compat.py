@@ -16,8 +16,10 @@ import pnd
 from pnd import _compat
 from pnd.testing import tiny_inputs
 
-PRIVATE = re.compile(r"\._prepare_\w+|\._expand_multimodal_outputs|\._valid_auto_compile_criteria|\._default_compile_config|\._attn_implementation\b|ddp_cache_data|"
-                     r"from transformers\.(?:integrations|masking_utils)|AttentionInterface|AttentionMaskInterface")
+PRIVATE = re.compile(r"\._prepare_\w+|\._expand_multimodal_outputs|\._valid_auto_compile_criteria|\._default_compile_config|"
+                     r"\._attn_implementation\b|ddp_cache_data|"
+                     r"from transformers\.(?:integrations|masking_utils|cache_utils)|AttentionInterface|AttentionMaskInterface|"
+                     r"\.(?:conv|recurrent)_states\b")
 
 
 def test_installed_transformers_is_in_the_checked_range():
@@ -81,6 +83,31 @@ def test_cache_from_layers_holds_the_given_states():
     for layer, (keys, values) in zip(cache.layers, layers):
         assert torch.equal(layer.keys, keys) and torch.equal(layer.values, values)
     assert _compat.cache_from_layers(config).get_seq_length() == 0
+
+
+def test_recurrent_layer_states_round_trip_through_a_cache():
+    """A hybrid model's cache (Qwen3.5): `cache_from_layers` copies each layer's states in (a recurrent layer's as
+    its public getters then return them), `layer_states` reads them back, `set_layer_state` replaces them."""
+    config = pnd.testing.tiny_model("qwen3_5")[0].config.get_text_config(decoder=True)
+    assert _compat.has_recurrent_layers(config)
+    assert not _compat.has_recurrent_layers(pnd.testing.tiny_model("llava")[0].config.get_text_config(decoder=True))
+    recurrent = lambda: _compat.RecurrentState(torch.randn(2, 8, 4), torch.randn(2, 4, 16, 16))  # noqa: E731
+    states = [recurrent(), (torch.randn(2, 2, 5, 16), torch.randn(2, 2, 5, 16)), recurrent()]
+    assert config.layer_types == ["linear_attention", "full_attention", "linear_attention"]
+    cache = _compat.cache_from_layers(config, states)
+    assert cache.get_seq_length() == 5 and cache.has_previous_state(0)
+    torch.testing.assert_close(cache.get_conv_state(0), states[0].conv, rtol=0, atol=0)
+    torch.testing.assert_close(cache.get_recurrent_state(2), states[2].recurrent, rtol=0, atol=0)
+    states[0].conv.zero_()  # a copy: the model updates the cache's states in place
+    assert cache.get_conv_state(0).abs().sum() > 0
+    read = _compat.layer_states(cache)
+    assert isinstance(read[0], _compat.RecurrentState) and torch.equal(read[2].recurrent, states[2].recurrent)
+    assert torch.equal(read[1][0], states[1][0]) and torch.equal(read[1][1], states[1][1])
+    replaced = recurrent()
+    _compat.set_layer_state(cache.layers[2], replaced)
+    assert cache.get_conv_state(2) is replaced.conv and cache.get_recurrent_state(2) is replaced.recurrent
+    halves = _compat.map_states(lambda t: t[:1], _compat.layer_states(cache)[2])
+    assert isinstance(halves, _compat.RecurrentState) and halves.recurrent.shape[0] == 1
 
 
 def test_attention_implementation_follows_the_public_switch():

@@ -29,7 +29,7 @@ def _expansions(processor, modality):
 
 
 TIMESTAMPED = {"qwen3_vl": True, "qwen3_vl_moe": True, "glm4v": True, "glm4v_moe": True, "video_llava": False,
-               "perception_lm": False}  # whether the processor writes more than placeholders for a video
+               "perception_lm": False, "qwen3_5": True, "qwen3_5_moe": True}  # whether the processor writes more than placeholders for a video
 
 
 @pytest.mark.parametrize("model_type", sorted(TIMESTAMPED))
@@ -122,8 +122,10 @@ def test_own_call_prefill_matches_brute_force(model_type):
     assert torch.equal(out[:, -4:], greedy(model, inputs, 0.7, 4, banned=[model.generation_config.eos_token_id])[0])
 
 
-def test_pnd_caption_on_a_local_qwen3_vl_folder(tmp_path):
-    """`pnd caption --model FOLDER` on a saved Qwen3-VL gives what `model.generate` with PriorNormalized gives here."""
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_5"])
+def test_pnd_caption_on_a_local_model_folder(tmp_path, model_type):
+    """`pnd caption --model FOLDER` on a saved Qwen3-VL or Qwen3.5 gives what `model.generate` with PriorNormalized
+    gives here."""
     import json
     import pathlib
     import subprocess
@@ -132,7 +134,7 @@ def test_pnd_caption_on_a_local_qwen3_vl_folder(tmp_path):
     from pnd.testing import tiny_model
     from pnd.video import read_video, write_video
 
-    model, processor = tiny_model("qwen3_vl")
+    model, processor = tiny_model(model_type)
     model.save_pretrained(tmp_path / "model")
     processor.save_pretrained(tmp_path / "model")
     write_video(tmp_path / "v.mp4", random_video(0, frames=8, size=64))

@@ -7,7 +7,7 @@ from transformers import LogitsProcessor
 import pnd
 from pnd.testing import random_video
 
-from reference import conditioned_positions, visual_positions
+from reference import conditioned_positions, is_hybrid, visual_positions
 
 CAPTIONS = ["a red circle moves left", "a blue square", "the cat sat on the mat and the dog ran"]
 VIDEOS = [random_video(0), random_video(1), random_video(2)]
@@ -15,14 +15,20 @@ VIDEOS = [random_video(0), random_video(1), random_video(2)]
 
 @torch.no_grad()
 def teacher_forced(model, inputs, prior):
-    """Summed log-probability of the caption span: one plain forward (conditioned, or visual-masked)."""
+    """Summed log-probability of the caption span: one plain forward (conditioned, or visual-masked; with recurrent
+    layers, on the kept tokens alone)."""
     start, end = inputs.caption_span
     assert "caption_span" not in inputs and inputs.get("caption_span") is None  # model inputs only
     if prior:
         ids, mask = inputs["input_ids"], inputs["attention_mask"]
         positions = conditioned_positions(model, ids, mask, inputs)
-        logits = model(**{**inputs, "attention_mask": mask * ~visual_positions(model, ids)},
-                       position_ids=positions).logits
+        kept = mask.bool() & ~visual_positions(model, ids)
+        if is_hybrid(model):
+            logits = torch.zeros(*ids.shape, model.config.get_text_config().vocab_size)
+            logits[kept] = model(input_ids=ids[kept][None], attention_mask=torch.ones_like(ids[kept][None]),
+                                 position_ids=positions[..., kept[0]]).logits[0]
+        else:
+            logits = model(**{**inputs, "attention_mask": mask * kept}, position_ids=positions).logits
     else:
         logits = model(**inputs).logits
     ids = inputs["input_ids"]
@@ -30,7 +36,8 @@ def teacher_forced(model, inputs, prior):
     return logprobs.gather(1, ids[0, start:end, None]).sum()
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm",
+                                        "qwen3_5"])
 @pytest.mark.parametrize("prior_mode", ["masked", "text"])
 def test_scores_equal_teacher_forced_forwards(tiny, model_type, prior_mode):
     model, processor = tiny(model_type)

@@ -25,6 +25,7 @@ from accelerate import Accelerator
 from tqdm.auto import tqdm
 from transformers import AutoConfig
 
+from .._compat import has_recurrent_layers
 from ..extras import require
 from ..loading import load_model
 from ..logits_processor import PriorNormalized
@@ -179,8 +180,10 @@ class PndHf(lmms):
         documents = list(groups.items())
         losses: list = [None] * len(requests)
         bar = tqdm(total=len(documents), desc="pnd loglikelihood", disable=self.rank != 0)
-        for start in range(0, len(documents), self.batch_size_per_gpu):
-            batch, prompts, answers = documents[start : start + self.batch_size_per_gpu], [], []
+        # a recurrent layer's state would take a batch's left padding in (Qwen3.5): one document per call there
+        step = 1 if has_recurrent_layers(self.model.config.get_text_config(decoder=True)) else self.batch_size_per_gpu
+        for start in range(0, len(documents), step):
+            batch, prompts, answers = documents[start : start + step], [], []
             for (task, split, doc_id, context), indices in batch:
                 doc, visuals = self._visuals(requests[indices[0]].args[2], task, split, doc_id)
                 prompts.append((context, visuals))
