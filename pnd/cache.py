@@ -32,8 +32,9 @@ class PairedCache(DynamicCache):
     def add_prior(self, prior: PriorPrefill) -> None:
         """Append the prior rows (one copy, at prefill) below the conditioned rows already cached."""
         for layer, (keys, values) in zip(self.layers, prior.layers):
-            layer.keys = torch.cat([layer.keys, keys.to(layer.keys.dtype)], dim=0)
-            layer.values = torch.cat([layer.values, values.to(layer.values.dtype)], dim=0)
+            kept = layer.keys.shape[2]  # a sliding-window layer keeps the last slots of the prompt only
+            layer.keys = torch.cat([layer.keys, keys[:, :, -kept:].to(layer.keys.dtype)], dim=0)
+            layer.values = torch.cat([layer.values, values[:, :, -kept:].to(layer.values.dtype)], dim=0)
         self.prior_attends = prior.attends
         self.prior_position_offset = prior.position_offset
 

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from ._compat import attention_implementation, cache_from_layers
 from .architectures import architecture_for
 from .prompts import video_prompt
-from .prior import default_position_ids, masked_prefill
+from .prior import default_position_ids, masked_prefill, sliding_window
 from .logits_processor import check_alpha_and_prior, real_number
 from .tokens import TokenScore, score_tokens
 from .video import check_frames, read_video
@@ -200,7 +200,8 @@ class CaptionScorer:
     def _conditioned_prefix(self, inputs: dict) -> "Prefix":
         model = self.model
         positions = default_position_ids(model, **inputs)
-        cache = cache_from_layers(model.config.get_text_config(decoder=True))
+        config = model.config.get_text_config(decoder=True)
+        cache = cache_from_layers(config if sliding_window(config) is None else None)  # every slot: captions reuse it
         out = model(**inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
         layers = [(layer.keys, layer.values) for layer in cache.layers]
         return Prefix(inputs["input_ids"], positions, layers, inputs["attention_mask"].bool(), out.logits[:, -1],

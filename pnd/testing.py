@@ -324,6 +324,38 @@ def _perception_lm(seed: int):
     return model, processor
 
 
+def _gemma3(seed: int):
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessor, Gemma3Processor
+
+    names = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"}
+    tokenizer = tiny_tokenizer(list(names.values()), named=names)
+    tokenizer.add_tokens(["\n\n\n", "\n\n"])  # as Gemma's tokenizer: a run of newlines is one token
+    config = Gemma3Config(
+        vision_config={**_TINY_CLIP, "model_type": "siglip_vision_model"},
+        text_config=dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, head_dim=16,
+                         num_attention_heads=4, num_key_value_heads=2, query_pre_attn_scalar=16,
+                         max_position_embeddings=1024, num_hidden_layers=3, sliding_window=6,  # prompts: ~25 tokens
+                         layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None),
+        mm_tokens_per_image=4,
+        boi_token_index=tokenizer.boi_token_id,
+        eoi_token_index=tokenizer.convert_tokens_to_ids(names["eoi_token"]),
+        image_token_index=tokenizer.image_token_id,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():  # initialised to zeros: the image would not reach the language model
+        model.model.multi_modal_projector.mm_input_projection_weight.normal_(0, 1)
+    processor = Gemma3Processor(
+        image_processor=Gemma3ImageProcessor(size={"height": 32, "width": 32}),
+        tokenizer=tokenizer,
+        image_seq_length=config.mm_tokens_per_image,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", names["boi_token"]),
+    )
+    return model, processor
+
+
 _BUILDERS = {
     "llava_onevision": _llava_onevision,
     "qwen2_vl": lambda seed: _qwen2_vl(seed, "qwen2_vl"),
@@ -335,6 +367,7 @@ _BUILDERS = {
     "glm4v_moe": lambda seed: _glm4v(seed, "glm4v_moe"),
     "video_llava": _video_llava,
     "perception_lm": _perception_lm,
+    "gemma3": _gemma3,
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
@@ -398,5 +431,5 @@ def tiny_inputs(processor, model_type: str, prompts=("Describe the video.",), se
     texts = [video_prompt(processor, prompt, kind) for prompt in prompts]
     visuals = [random_video(seed + i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]
     if kind == "image":
-        return processor(text=texts, images=[v[0] for v in visuals], return_tensors="pt", padding=True)
+        return processor(text=texts, images=[[v[0]] for v in visuals], return_tensors="pt", padding=True)
     return processor(text=texts, videos=visuals, return_tensors="pt", padding=True)

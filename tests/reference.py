@@ -21,10 +21,30 @@ GLM4V = (("image_start_token_id", "image_end_token_id"), ("video_start_token_id"
 DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "glm4v_moe": GLM4V}
 
 
+# families whose processor writes (start, end) token pairs itself, with one newline token outside each end (Gemma 3:
+# "\n\n<start_of_image>...<end_of_image>\n\n", a run of newlines being one token)
+WRAPPED = {"gemma3": ("boi_token_id", "eoi_token_id")}
+
+
 def visual_positions(model, input_ids):
-    """The visual expansion: the placeholder tokens, or for DELIMITED families every token inside an outermost
-    start...end pair."""
+    """The visual expansion: the placeholder tokens, for DELIMITED families every token inside an outermost
+    start...end pair, for WRAPPED families every start...end pair with its ends and the token on each side."""
     config = model.config
+    if config.model_type in WRAPPED:
+        start, end = (getattr(config, k) for k in WRAPPED[config.model_type])
+        mask = torch.zeros_like(input_ids, dtype=torch.bool)
+        for row, ids in enumerate(input_ids.tolist()):
+            inside = False
+            for i, token in enumerate(ids):
+                if token == start:
+                    inside = True
+                    mask[row, i - 1] = True
+                if inside:
+                    mask[row, i] = True
+                if token == end:
+                    inside = False
+                    mask[row, i + 1] = True
+        return mask
     if config.model_type not in DELIMITED:
         ids = [getattr(config, k, None) for k in ("image_token_id", "video_token_id")]
         return torch.isin(input_ids, torch.tensor([i for i in ids if i is not None]))
@@ -43,7 +63,9 @@ def visual_positions(model, input_ids):
 
 
 def processor_expansion(processor, text, **visuals):
-    """(input_ids, mask of the tokens inside a span the processor replaced), from the processor's own offsets."""
+    """(input_ids, mask of the tokens holding a character the processor inserted), from the processor's own offsets.
+
+    A token that merges inserted text with the template's (Gemma 3's `\n\n` after a template newline) counts."""
     out = processor(text=text, **visuals, return_tensors="pt", padding=True, return_text_replacement_offsets=True,
                     return_offsets_mapping=True)
     mask = torch.zeros_like(out["input_ids"], dtype=torch.bool)
@@ -51,7 +73,7 @@ def processor_expansion(processor, text, **visuals):
         starts, ends = out["offset_mapping"][row].unbind(-1)
         for replacement in replacements:
             begin, end = replacement["new_span"]
-            mask[row] |= (starts >= begin) & (ends <= end) & (ends > starts)
+            mask[row] |= (starts < end) & (ends > begin)  # any token holding an inserted character
     return out["input_ids"], mask
 
 
@@ -76,6 +98,9 @@ def full_logits(model, inputs, sequence, prior: bool):
         visual = visual_positions(model, inputs["input_ids"])
         mask[:, : visual.shape[1]] *= ~visual
     pixels = {k: inputs[k] for k in PIXEL_KEYS if k in inputs}
+    if "token_type_ids" in inputs:  # Gemma 3: image blocks attend bidirectionally; generated tokens are text (0)
+        types = inputs["token_type_ids"]
+        pixels["token_type_ids"] = torch.cat([types, types.new_zeros(types.shape[0], sequence.shape[1] - types.shape[1])], 1)
     out = model(input_ids=sequence, attention_mask=mask, position_ids=positions, use_cache=False, **pixels)
     return out.logits[:, -1].float()
 

@@ -1,0 +1,90 @@
+"""Issue 13's Gemma 3 pitfalls: the expansion around the image block, sliding-window layers, bidirectional blocks.
+
+The decoding modes themselves (greedy, beam, sampling, left padding, alpha=0) are in tests/test_exactness.py.
+"""
+
+import pytest
+import torch
+
+import pnd
+from pnd.architectures import architecture_for
+from pnd.testing import tiny_inputs
+
+from helpers import PROMPTS
+from reference import full_logits, visual_positions
+
+
+def test_gemma3_prior_window_is_over_the_conditioned_slots(tiny):
+    """The prior's sliding-window layers see the `window` slots before each token in the conditioned prompt (the
+    image slots among them masked), as the brute-force masked forward does; a prefill on the text tokens side by
+    side (the window over the text tokens alone) gives other logits. The prompts are longer than the window (where
+    `lay_out_prior` crashed)."""
+    model, processor = tiny("gemma3")
+    inputs = tiny_inputs(processor, "gemma3", PROMPTS)
+    config = model.config.text_config
+    assert "sliding_attention" in config.layer_types and inputs["input_ids"].shape[1] > 2 * config.sliding_window
+    prior = pnd.prior_logits(model, **inputs)
+    torch.testing.assert_close(prior.float(), full_logits(model, inputs, inputs["input_ids"], prior=True),
+                               atol=1e-4, rtol=0)
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    kept = mask.bool() & ~visual_positions(model, ids)
+    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+    side_by_side = []
+    with torch.no_grad():
+        for row in range(ids.shape[0]):
+            hidden = model.model.language_model(input_ids=ids[row, kept[row]][None],
+                                                position_ids=positions[row, kept[row]][None]).last_hidden_state
+            side_by_side.append(model.lm_head(hidden[0, -1]))
+    assert not torch.allclose(prior, torch.stack(side_by_side), atol=1e-2)
+
+
+def test_gemma3_conditioned_prefill_attends_bidirectionally_in_the_image_block(tiny):
+    """pnd's first forward gives the conditioned logits of the model's own forward (the image block attends both
+    ways), which differ from a causal pass over the same tokens; the prefill is never packed for Gemma 3."""
+    model, processor = tiny("gemma3")
+    inputs = tiny_inputs(processor, "gemma3", PROMPTS)
+    assert not architecture_for(model).causal_prompt
+    assert not pnd.packed.packs_prior(model, {"logits_to_keep": 1})
+    out = pnd.attach(model).generate(**inputs, max_new_tokens=1, do_sample=False, output_logits=True,
+                                     return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(0.5)])
+    with torch.no_grad():
+        own = model(**inputs).logits[:, -1]
+        causal = model(**{k: v for k, v in inputs.items() if k != "token_type_ids"}).logits[:, -1]
+    torch.testing.assert_close(out.logits[0], own, atol=1e-4, rtol=0)
+    assert not torch.allclose(own, causal, atol=1e-3)
+
+
+def test_gemma3_prior_hides_the_newlines_around_the_image(tiny):
+    """The prior equals the brute-force forward with the whole replacement hidden (`\\n\\n<start_of_image>…
+    <end_of_image>\\n\\n`), not with the image tokens or the block alone hidden."""
+    model, processor = tiny("gemma3")
+    inputs = tiny_inputs(processor, "gemma3", PROMPTS)
+    ids = inputs["input_ids"]
+    prior = pnd.prior_logits(model, **inputs).float()
+    config = model.config
+    block = torch.zeros_like(ids, dtype=torch.bool)
+    for row in range(ids.shape[0]):
+        begin, end = (int((ids[row] == token).nonzero()[0, 0]) for token in (config.boi_token_id, config.eoi_token_id))
+        block[row, begin : end + 1] = True
+    for hidden in (ids == config.image_token_id, block):
+        with torch.no_grad():
+            leaky = model(**{**inputs, "attention_mask": inputs["attention_mask"] * ~hidden}).logits[:, -1]
+        assert not torch.allclose(prior, leaky.float(), atol=1e-3)
+
+
+@pytest.mark.parametrize("cut, match", [
+    (lambda ids, config: ids[ids != config.eoi_token_id], "cannot be determined"),  # a block that never closes
+    (lambda ids, config: ids[(ids == config.image_token_id).nonzero()[0, 0] :], "cannot be determined"),  # stray token
+    (lambda ids, config: ids[(ids == config.boi_token_id).nonzero()[0, 0] :], "cannot be determined"),  # at the start
+])
+def test_gemma3_image_block_of_unknown_extent_is_an_error(tiny, cut, match):
+    model, processor = tiny("gemma3")
+    ids = tiny_inputs(processor, "gemma3", PROMPTS[:1])["input_ids"][0]
+    with pytest.raises(ValueError, match=match):
+        pnd.prior_logits(model, input_ids=cut(ids, model.config)[None])
+
+
+def test_gemma3_text_prior_is_refused(tiny):
+    model, processor = tiny("gemma3")
+    with pytest.raises(ValueError, match="prior='text' is not supported on gemma3_text"):
+        pnd.prior_logits(model, **tiny_inputs(processor, "gemma3", PROMPTS[:1]), mode="text")
