@@ -44,7 +44,11 @@ class PairedCache(DynamicCache):
         if not self.is_paired:
             return self
         n = self.prior_attends.shape[0]
-        return cache_from_layers(config, [(layer.keys[:n], layer.values[:n]) for layer in self.layers])
+        conditioned = cache_from_layers(config, [(layer.keys[:n], layer.values[:n]) for layer in self.layers])
+        for mine, theirs in zip(self.layers, conditioned.layers):  # a sliding-window layer's count of tokens seen
+            if hasattr(mine, "cumulative_length"):
+                theirs.cumulative_length = mine.cumulative_length
+        return conditioned
 
     def _both_halves(self, index: torch.Tensor) -> torch.Tensor:
         n = self.prior_attends.shape[0]

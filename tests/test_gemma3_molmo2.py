@@ -88,3 +88,24 @@ def test_gemma3_text_prior_is_refused(tiny):
     model, processor = tiny("gemma3")
     with pytest.raises(ValueError, match="prior='text' is not supported on gemma3_text"):
         pnd.prior_logits(model, **tiny_inputs(processor, "gemma3", PROMPTS[:1]), mode="text")
+
+
+def test_gemma3_returned_cache_is_the_conditioned_rows(tiny):
+    """The cache generate returns is laid out as plain generate's (sliding-window layers hold the last slots and
+    count every token seen: their attention masks depend on it) and holds a from-scratch forward's keys/values."""
+    model, processor = tiny("gemma3")
+    inputs = tiny_inputs(processor, "gemma3", PROMPTS)
+    kwargs = dict(max_new_tokens=3, min_new_tokens=3, do_sample=False, return_dict_in_generate=True)
+    plain = model.generate(**inputs, **kwargs)
+    out = pnd.attach(model).generate(**inputs, logits_processor=[pnd.PriorNormalized(0.5)], **kwargs)
+    sequence = out.sequences[:, :-1]  # the last token was never fed to the model
+    mask = torch.cat([inputs["attention_mask"], torch.ones_like(sequence[:, inputs["input_ids"].shape[1]:])], 1)
+    types = torch.cat([inputs["token_type_ids"], torch.zeros_like(sequence[:, inputs["input_ids"].shape[1]:])], 1)
+    with torch.no_grad():
+        scratch = model(input_ids=sequence, attention_mask=mask, token_type_ids=types, use_cache=True,
+                        position_ids=(mask.cumsum(-1) - 1).clamp(min=0), pixel_values=inputs["pixel_values"])
+    for got, like, want in zip(out.past_key_values.layers, plain.past_key_values.layers, scratch.past_key_values.layers):
+        assert type(got) is type(like) and got.keys.shape == like.keys.shape
+        assert got.get_seq_length() == like.get_seq_length() == want.get_seq_length()
+        kept = mask[:, -got.keys.shape[2]:].bool()
+        torch.testing.assert_close(got.keys.transpose(1, 2)[kept], want.keys.transpose(1, 2)[kept], atol=1e-4, rtol=0)
