@@ -12,7 +12,10 @@ processor's own record of its replacements: tests check the two (and pnd's adapt
 
 import torch
 
-PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw")
+PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw",
+              "image_token_pooling", "image_grids", "image_num_crops")
+# per-token inputs that make a family's visual blocks attend bidirectionally (the generated tokens are text: 0)
+BIDIRECTIONAL = {"gemma3": "token_type_ids", "molmo2": "mm_token_type_ids"}
 
 
 QWEN3_VL = (("vision_start_token_id", "vision_end_token_id"),)
@@ -24,12 +27,26 @@ DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "gl
 # families whose processor writes (start, end) token pairs itself, with one newline token outside each end (Gemma 3:
 # "\n\n<start_of_image>...<end_of_image>\n\n", a run of newlines being one token)
 WRAPPED = {"gemma3": ("boi_token_id", "eoi_token_id")}
+# families whose processor writes (starts, end) blocks itself, hidden with their ends (Molmo2's image views)
+BLOCKS = {"molmo2": (("image_start_token_id", "low_res_image_start_token_id"), "image_end_token_id")}
 
 
 def visual_positions(model, input_ids):
     """The visual expansion: the placeholder tokens, for DELIMITED families every token inside an outermost
-    start...end pair, for WRAPPED families every start...end pair with its ends and the token on each side."""
+    start...end pair, for WRAPPED families every start...end pair with its ends and the token on each side, for
+    BLOCKS families every block with its ends."""
     config = model.config
+    if config.model_type in BLOCKS:
+        starts, end = BLOCKS[config.model_type]
+        starts = [getattr(config, k) for k in starts]
+        mask = torch.zeros_like(input_ids, dtype=torch.bool)
+        for row, ids in enumerate(input_ids.tolist()):
+            inside = False
+            for i, token in enumerate(ids):
+                inside |= token in starts
+                mask[row, i] = inside
+                inside &= token != getattr(config, end)
+        return mask
     if config.model_type in WRAPPED:
         start, end = (getattr(config, k) for k in WRAPPED[config.model_type])
         mask = torch.zeros_like(input_ids, dtype=torch.bool)
@@ -98,9 +115,10 @@ def full_logits(model, inputs, sequence, prior: bool):
         visual = visual_positions(model, inputs["input_ids"])
         mask[:, : visual.shape[1]] *= ~visual
     pixels = {k: inputs[k] for k in PIXEL_KEYS if k in inputs}
-    if "token_type_ids" in inputs:  # Gemma 3: image blocks attend bidirectionally; generated tokens are text (0)
-        types = inputs["token_type_ids"]
-        pixels["token_type_ids"] = torch.cat([types, types.new_zeros(types.shape[0], sequence.shape[1] - types.shape[1])], 1)
+    if model.config.model_type in BIDIRECTIONAL:
+        key = BIDIRECTIONAL[model.config.model_type]
+        types = inputs[key]
+        pixels[key] = torch.cat([types, types.new_zeros(types.shape[0], sequence.shape[1] - types.shape[1])], 1)
     out = model(input_ids=sequence, attention_mask=mask, position_ids=positions, use_cache=False, **pixels)
     return out.logits[:, -1].float()
 

@@ -234,7 +234,7 @@ def test_processor_outside_generate():
         pnd.PriorNormalized(0.5)(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 10))
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "video_llava", "gemma3"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "video_llava", "gemma3", "molmo2"])
 def test_blank_prior_mode_is_the_model_on_blank_frames(tiny, model_type):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)

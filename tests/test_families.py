@@ -33,7 +33,7 @@ MORE_THAN_PLACEHOLDERS = {
     "qwen3_vl": {"video": True, "image": False}, "qwen3_vl_moe": {"video": True, "image": False},
     "glm4v": {"video": True, "image": False}, "glm4v_moe": {"video": True, "image": False},
     "video_llava": {"video": False, "image": False}, "perception_lm": {"video": False, "image": False},
-    "gemma3": {"image": True},
+    "gemma3": {"image": True}, "molmo2": {"image": True},
 }
 
 

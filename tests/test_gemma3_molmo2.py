@@ -1,4 +1,5 @@
-"""Issue 13's Gemma 3 pitfalls: the expansion around the image block, sliding-window layers, bidirectional blocks.
+"""Issue 13's Gemma 3 and Molmo2 pitfalls: the expansion around the image block, sliding-window layers,
+bidirectional image blocks, video prompts whose expansion cannot be delimited.
 
 The decoding modes themselves (greedy, beam, sampling, left padding, alpha=0) are in tests/test_exactness.py.
 """
@@ -38,18 +39,19 @@ def test_gemma3_prior_window_is_over_the_conditioned_slots(tiny):
     assert not torch.allclose(prior, torch.stack(side_by_side), atol=1e-2)
 
 
-def test_gemma3_conditioned_prefill_attends_bidirectionally_in_the_image_block(tiny):
+@pytest.mark.parametrize("model_type, block_input", [("gemma3", "token_type_ids"), ("molmo2", "mm_token_type_ids")])
+def test_conditioned_prefill_attends_bidirectionally_in_the_image_block(tiny, model_type, block_input):
     """pnd's first forward gives the conditioned logits of the model's own forward (the image block attends both
-    ways), which differ from a causal pass over the same tokens; the prefill is never packed for Gemma 3."""
-    model, processor = tiny("gemma3")
-    inputs = tiny_inputs(processor, "gemma3", PROMPTS)
+    ways), which differ from a causal pass over the same tokens; the prefill is never packed for these families."""
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
     assert not architecture_for(model).causal_prompt
     assert not pnd.packed.packs_prior(model, {"logits_to_keep": 1})
     out = pnd.attach(model).generate(**inputs, max_new_tokens=1, do_sample=False, output_logits=True,
                                      return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(0.5)])
     with torch.no_grad():
         own = model(**inputs).logits[:, -1]
-        causal = model(**{k: v for k, v in inputs.items() if k != "token_type_ids"}).logits[:, -1]
+        causal = model(**{k: v for k, v in inputs.items() if k != block_input}).logits[:, -1]
     torch.testing.assert_close(out.logits[0], own, atol=1e-4, rtol=0)
     assert not torch.allclose(own, causal, atol=1e-3)
 
@@ -109,3 +111,41 @@ def test_gemma3_returned_cache_is_the_conditioned_rows(tiny):
         assert got.get_seq_length() == like.get_seq_length() == want.get_seq_length()
         kept = mask[:, -got.keys.shape[2]:].bool()
         torch.testing.assert_close(got.keys.transpose(1, 2)[kept], want.keys.transpose(1, 2)[kept], atol=1e-4, rtol=0)
+
+
+def test_molmo2_prior_hides_both_image_views_with_their_ends(tiny):
+    """The prior equals the brute-force forward with every token of the replacement hidden (the low- and
+    high-resolution views, `<im_col>` and start/end tokens included), not with the `<im_patch>` tokens alone."""
+    model, processor = tiny("molmo2")
+    inputs = tiny_inputs(processor, "molmo2", PROMPTS)
+    prior = pnd.prior_logits(model, **inputs).float()
+    torch.testing.assert_close(prior, full_logits(model, inputs, inputs["input_ids"], prior=True), atol=1e-4, rtol=0)
+    patches = inputs["input_ids"] == model.config.image_token_id
+    with torch.no_grad():
+        leaky = model(**{**inputs, "attention_mask": inputs["attention_mask"] * ~patches}).logits[:, -1]
+    assert not torch.allclose(prior, leaky.float(), atol=1e-3)
+
+
+def test_molmo2_video_is_an_error_naming_the_first_timestamp(tiny):
+    from pnd.prompts import video_prompt
+    from pnd.testing import random_video
+
+    model, processor = tiny("molmo2")
+    inputs = processor(text=[video_prompt(processor, "Describe the video.")], videos=[random_video(0)],
+                       video_metadata=[{"fps": 2, "total_num_frames": 4, "frames_indices": [0, 1, 2, 3]}],
+                       return_tensors="pt")
+    with pytest.raises(ValueError, match="timestamp as plain text"):
+        pnd.prior_logits(model, **inputs)
+    with pytest.raises(ValueError, match="timestamp as plain text"):
+        pnd.attach(model).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
+
+
+@pytest.mark.parametrize("cut", [
+    lambda ids, config: ids[ids != config.image_end_token_id],  # blocks that never close
+    lambda ids, config: ids[(ids == config.image_token_id).nonzero()[0, 0] :],  # patches before any block start
+])
+def test_molmo2_image_block_of_unknown_extent_is_an_error(tiny, cut):
+    model, processor = tiny("molmo2")
+    ids = tiny_inputs(processor, "molmo2", PROMPTS[:1])["input_ids"][0]
+    with pytest.raises(ValueError, match="(do not pair up|outside a Molmo2 image block)"):
+        pnd.prior_logits(model, input_ids=cut(ids, model.config)[None])

@@ -34,6 +34,7 @@ def teacher_forced(model, inputs, prior):
     *((t, mode) for t in ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm")
       for mode in ("masked", "text")),
     ("gemma3", "masked"),  # images only; prior="text" is refused on sliding-window models
+    ("molmo2", "masked"), ("molmo2", "text"),  # images only
 ])
 def test_scores_equal_teacher_forced_forwards(tiny, model_type, prior_mode):
     model, processor = tiny(model_type)
