@@ -149,3 +149,18 @@ def test_molmo2_image_block_of_unknown_extent_is_an_error(tiny, cut):
     ids = tiny_inputs(processor, "molmo2", PROMPTS[:1])["input_ids"][0]
     with pytest.raises(ValueError, match="(do not pair up|outside a Molmo2 image block)"):
         pnd.prior_logits(model, input_ids=cut(ids, model.config)[None])
+
+
+def test_gemma3_eager_attention_matches_brute_force():
+    """The prior's own call passes additive masks (the window over the conditioned slots), which eager attention adds
+    to its scores as SDPA does: the same tokens as the reference."""
+    from pnd.testing import tiny_model
+
+    from reference import greedy
+
+    model, processor = tiny_model("gemma3")
+    model.set_attn_implementation("eager")
+    inputs = tiny_inputs(processor, "gemma3", PROMPTS)
+    out = pnd.attach(model).generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False,
+                                     logits_processor=[pnd.PriorNormalized(0.7)])
+    assert torch.equal(out[:, -4:], greedy(model, inputs, 0.7, 4, banned=[model.generation_config.eos_token_id])[0])
