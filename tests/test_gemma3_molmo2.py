@@ -164,3 +164,22 @@ def test_gemma3_eager_attention_matches_brute_force():
     out = pnd.attach(model).generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False,
                                      logits_processor=[pnd.PriorNormalized(0.7)])
     assert torch.equal(out[:, -4:], greedy(model, inputs, 0.7, 4, banned=[model.generation_config.eos_token_id])[0])
+
+
+@pytest.mark.parametrize("model_type", ["gemma3", "molmo2"])
+def test_frames_as_images_match_brute_force(tiny, model_type):
+    """A video's frames as images (neither processor takes video here): several image blocks in one prompt, each
+    hidden whole, text between them kept."""
+    from pnd.testing import random_video
+
+    from reference import greedy
+
+    model, processor = tiny(model_type)
+    content = [{"type": "image"}, {"type": "text", "text": "then"}, {"type": "image"}, {"type": "text", "text": PROMPTS[0]}]
+    text = processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
+    inputs = processor(text=[text], images=[list(random_video(3, frames=2, size=64))], return_tensors="pt")
+    visual = visual_positions(model, inputs["input_ids"])
+    assert int((visual[0, 1:] & ~visual[0, :-1]).sum()) == 2  # two hidden blocks
+    out = pnd.attach(model).generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False,
+                                     logits_processor=[pnd.PriorNormalized(0.7)])
+    assert torch.equal(out[:, -4:], greedy(model, inputs, 0.7, 4, banned=[model.generation_config.eos_token_id])[0])
