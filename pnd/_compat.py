@@ -109,9 +109,13 @@ def cache_from_layers(config, layers=None) -> DynamicCache:
     """A DynamicCache for the text config `config` holding copies of per-layer states (as `layer_states` gives them).
 
     A recurrent layer's states are copied in through the layer's own update methods, which the model's next forward
-    then updates in place.
+    then updates in place. Without a config, every layer is a full-attention layer that keeps all its slots.
     """
     cache = DynamicCache(config=config)
+    if config is None:  # layers made as they are filled
+        for index, (keys, values) in enumerate(layers or []):
+            cache.update(keys, values, index)
+        return cache
     for layer, state in zip(cache.layers, layers or []):
         if isinstance(state, RecurrentState):
             if state.conv is not None:

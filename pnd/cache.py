@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, StaticCache, StaticLayer
 
-from ._compat import cache_from_layers, layer_states, map_states, set_layer_state
+from ._compat import RecurrentState, cache_from_layers, layer_states, map_states, set_layer_state
 from .prior import PriorPrefill
 
 
@@ -33,6 +33,9 @@ class PairedCache(DynamicCache):
     def add_prior(self, prior: PriorPrefill) -> None:
         """Append the prior rows (one copy, at prefill) below the conditioned rows already cached."""
         for layer, conditioned, extra in zip(self.layers, layer_states(self), prior.layers):
+            if not isinstance(extra, RecurrentState):  # a sliding-window layer keeps the last slots of the prompt only
+                kept = conditioned[0].shape[2]
+                extra = map_states(lambda t: t[:, :, -kept:], extra)
             set_layer_state(layer, map_states(lambda a, b: torch.cat([a, b.to(a.dtype)]), conditioned, extra))
         self.prior_attends = prior.attends
         self.prior_position_offset = prior.position_offset
@@ -43,7 +46,11 @@ class PairedCache(DynamicCache):
         if not self.is_paired:
             return self
         n = self.prior_attends.shape[0]
-        return cache_from_layers(config, [map_states(lambda t: t[:n], state) for state in layer_states(self)])
+        conditioned = cache_from_layers(config, [map_states(lambda t: t[:n], state) for state in layer_states(self)])
+        for mine, theirs in zip(self.layers, conditioned.layers):  # a sliding-window layer's count of tokens seen
+            if hasattr(mine, "cumulative_length"):
+                theirs.cumulative_length = mine.cumulative_length
+        return conditioned
 
     def _both_halves(self, index: torch.Tensor) -> torch.Tensor:
         n = self.prior_attends.shape[0]

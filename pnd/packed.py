@@ -61,11 +61,11 @@ register_sdpa_attention(_ATTENTION, split_attention)  # with SDPA's own masks ou
 
 def packs_prior(model, kwargs: dict) -> bool:
     """Whether this prefill call can carry the prior's tokens: SDPA attention over the whole context (no sliding
-    window, no recurrent layer), and only the last logits asked for."""
+    window, no recurrent layer), a causal prompt (no bidirectional visual block), and only the last logits asked for."""
     config = model.config.get_text_config(decoder=True)
     return (attention_implementation(config) in ("sdpa", _ATTENTION) and getattr(config, "sliding_window", None) is None
-            and kwargs.get("logits_to_keep") == 1 and not any(kwargs.get(k) for k in _OUTPUT_OPTIONS)
-            and not has_recurrent_layers(config))
+            and architecture_for(model).causal_prompt and not has_recurrent_layers(config)
+            and kwargs.get("logits_to_keep") == 1 and not any(kwargs.get(k) for k in _OUTPUT_OPTIONS))
 
 
 def packed_prefill(model, forward, kwargs: dict, mode: str):

@@ -159,19 +159,59 @@ def masked_prefill(
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     config = model.config.get_text_config(decoder=True)
-    reuse = shared is not None and not has_recurrent_layers(config)
+    window = sliding_window(config)
+    if window is not None and mode == "text":
+        raise ValueError(f"prior='text' is not supported on {config.model_type} (sliding-window attention): use the "
+                         "default prior='masked'.")
+    # no reuse through recurrent layers (their state sums up the whole prompt), nor from sliding-window layers that
+    # hold the window only
+    reuse = shared is not None and not has_recurrent_layers(config) and (
+        window is None or all(keys.shape[2] >= input_ids.shape[1] for keys, _ in shared))
     slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=reuse)
     reused_layers = [(k[:, :, : slots.prefix], v[:, :, : slots.prefix]) for k, v in shared] if slots.prefix else None
-    cache = cache_from_layers(config, reused_layers)
+    # with a sliding window, every layer of this call keeps all its tokens: lay_out_prior needs them
+    cache = cache_from_layers(config if window is None else None, reused_layers)
+    attends = torch.cat([slots.reused[:, : slots.prefix], slots.computed], 1)
     hidden = architecture_for(model).language_model(model)(
         input_ids=input_ids.gather(1, slots.index),
-        attention_mask=torch.cat([slots.reused[:, : slots.prefix], slots.computed], 1).long(),
+        attention_mask=attends.long() if window is None else window_masks(config, slots, window, model.dtype),
         position_ids=slots.positions,
         past_key_values=cache,
         use_cache=True,
     ).last_hidden_state
     logits = model.get_output_embeddings()(hidden[:, -1])
     return assemble_prefill(slots, logits, layer_states(cache), position_ids, computed_from=slots.prefix)
+
+
+def sliding_window(config) -> int | None:
+    """The window of a text config's sliding-window attention layers; None when it has none."""
+    window, types = getattr(config, "sliding_window", None), getattr(config, "layer_types", None)
+    return window if types is None or "sliding_attention" in types else None
+
+
+def window_masks(config, slots: PriorSlots, window: int, dtype: torch.dtype):
+    """Additive attention masks of the prior's own call on a sliding-window model, per layer type.
+
+    The computed tokens sit side by side in that call, but a sliding-window layer must see the `window` slots
+    before each token in the conditioned prompt (visual slots in them masked), as the decoding steps do: so the
+    masks are causal over the prompt's slots, and on sliding layers keep keys less than `window` slots back.
+    """
+    batch, prefix = slots.index.shape[0], slots.prefix
+    key_slots = torch.cat([torch.arange(prefix, device=slots.index.device).expand(batch, -1), slots.index], 1)
+    attended = torch.cat([slots.reused[:, :prefix], slots.computed], 1)
+    behind = slots.index[:, :, None] - key_slots[:, None, :]  # (batch, queries, keys)
+    allowed = attended[:, None, :] & (behind >= 0)
+    own = torch.eye(slots.index.shape[1], dtype=torch.bool, device=behind.device)
+    allowed[:, :, prefix:] |= own  # a padding query sees itself: no fully masked row
+
+    def additive(mask):
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)[:, None]
+
+    full, sliding = additive(allowed), additive(allowed & (behind < window))
+    types = getattr(config, "layer_types", None)
+    if types is None:
+        return sliding
+    return {kind: sliding if kind == "sliding_attention" else full for kind in set(types)}
 
 
 def blank_encoder_outputs(model, architecture: Architecture, generate_kwargs: dict, expand_size: int) -> dict:

@@ -28,7 +28,7 @@ from ._compat import (RecurrentState, attention_implementation, cache_from_layer
                       map_states)
 from .architectures import architecture_for
 from .prompts import video_prompt
-from .prior import default_position_ids, masked_prefill
+from .prior import default_position_ids, masked_prefill, sliding_window
 from .logits_processor import check_alpha_and_prior, real_number
 from .tokens import TokenScore, score_tokens
 from .video import check_frames, read_video
@@ -233,10 +233,11 @@ class CaptionScorer:
         """The prompts of `inputs` run in one forward call; each row's prefix without its left padding."""
         model = self.model
         positions = default_position_ids(model, **inputs)
-        cache = cache_from_layers(model.config.get_text_config(decoder=True))
+        config = model.config.get_text_config(decoder=True)
+        cache = cache_from_layers(config if sliding_window(config) is None else None)  # every slot: captions reuse it
         attends = inputs["attention_mask"].bool()
         starts = attends.long().argmax(-1).tolist()  # each row's first attended slot: left padding before it is cut
-        if any(starts) and has_recurrent_layers(model.config.get_text_config(decoder=True)):
+        if any(starts) and has_recurrent_layers(config):
             raise ValueError("These prompts are left-padded, and a recurrent layer's state would take the padding in: "
                              "score them one at a time (score_prompt) on this model.")
         out = model(**inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)

@@ -340,6 +340,73 @@ def _perception_lm(seed: int):
     return model, processor
 
 
+def _gemma3(seed: int):
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessor, Gemma3Processor
+
+    names = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"}
+    tokenizer = tiny_tokenizer(list(names.values()), named=names)
+    tokenizer.add_tokens(["\n\n\n", "\n\n"])  # as Gemma's tokenizer: a run of newlines is one token
+    config = Gemma3Config(
+        vision_config={**_TINY_CLIP, "model_type": "siglip_vision_model"},
+        text_config=dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, head_dim=16,
+                         num_attention_heads=4, num_key_value_heads=2, query_pre_attn_scalar=16,
+                         max_position_embeddings=1024, num_hidden_layers=3, sliding_window=6,  # prompts: ~25 tokens
+                         layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None),
+        mm_tokens_per_image=4,
+        boi_token_index=tokenizer.boi_token_id,
+        eoi_token_index=tokenizer.convert_tokens_to_ids(names["eoi_token"]),
+        image_token_index=tokenizer.image_token_id,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():  # initialised to zeros: the image would not reach the language model
+        model.model.multi_modal_projector.mm_input_projection_weight.normal_(0, 1)
+    processor = Gemma3Processor(
+        image_processor=Gemma3ImageProcessor(size={"height": 32, "width": 32}),
+        tokenizer=tokenizer,
+        image_seq_length=config.mm_tokens_per_image,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", names["boi_token"]),
+    )
+    return model, processor
+
+
+def _molmo2(seed: int):
+    from transformers import Molmo2Config, Molmo2ForConditionalGeneration, Molmo2ImageProcessor, Molmo2Processor
+    from transformers import Molmo2VideoProcessor
+
+    specials = ["<|image|>", "<|video|>", "<im_patch>", "<im_col>", "<im_start>", "<low_res_im_start>", "<frame_start>",
+                "<im_end>", "<frame_end>", "<im_low>"]
+    tokenizer = tiny_tokenizer(specials, named={"image_token": "<|image|>", "video_token": "<|video|>"})
+    ids = dict(zip(specials, tokenizer.convert_tokens_to_ids(specials)))
+    attention = dict(num_attention_heads=2, num_key_value_heads=2, head_dim=16, intermediate_size=64)
+    config = Molmo2Config(
+        vision_config=dict(hidden_size=32, num_hidden_layers=2, image_size=[56, 56], patch_size=14,
+                           num_position_embeddings=16, **attention),
+        adapter_config=dict(vision_feature_layer=[-1], hidden_size=32, text_hidden_size=64, **attention),
+        text_config=dict(vocab_size=len(tokenizer), additional_vocab_size=0, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                         max_position_embeddings=1024, rope_scaling_layers=[], eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, bos_token_id=None),
+        image_start_token_id=ids["<im_start>"], low_res_image_start_token_id=ids["<low_res_im_start>"],
+        image_end_token_id=ids["<im_end>"], image_patch_id=ids["<im_patch>"],
+        frame_start_token_id=ids["<frame_start>"], frame_end_token_id=ids["<frame_end>"],
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = Molmo2ForConditionalGeneration(config).eval()
+    size = {"height": 56, "width": 56}  # one 4x4-patch crop per view, pooled 2x2: 4 tokens per view
+    processor = Molmo2Processor(
+        image_processor=Molmo2ImageProcessor(size=size, max_crops=1, overlap_margins=[1, 1], pooling_size=[2, 2]),
+        video_processor=Molmo2VideoProcessor(size=size, pooling_size=[2, 2], do_sample_frames=False),
+        tokenizer=tokenizer,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|image|>")
+        .replace("{{ video_placeholder }}", "<|video|>"),
+    )
+    return model, processor
+
+
 _BUILDERS = {
     "llava_onevision": _llava_onevision,
     "qwen2_vl": lambda seed: _qwen2_vl(seed, "qwen2_vl"),
@@ -353,6 +420,8 @@ _BUILDERS = {
     "glm4v_moe": lambda seed: _glm4v(seed, "glm4v_moe"),
     "video_llava": _video_llava,
     "perception_lm": _perception_lm,
+    "gemma3": _gemma3,
+    "molmo2": _molmo2,
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
@@ -416,5 +485,5 @@ def tiny_inputs(processor, model_type: str, prompts=("Describe the video.",), se
     texts = [video_prompt(processor, prompt, kind) for prompt in prompts]
     visuals = [random_video(seed + i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]
     if kind == "image":
-        return processor(text=texts, images=[v[0] for v in visuals], return_tensors="pt", padding=True)
+        return processor(text=texts, images=[[v[0]] for v in visuals], return_tensors="pt", padding=True)
     return processor(text=texts, videos=visuals, return_tensors="pt", padding=True)

@@ -13,7 +13,10 @@ processor's own record of its replacements: tests check the two (and pnd's adapt
 
 import torch
 
-PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw")
+PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw",
+              "image_token_pooling", "image_grids", "image_num_crops")
+# per-token inputs that make a family's visual blocks attend bidirectionally (the generated tokens are text: 0)
+BIDIRECTIONAL = {"gemma3": "token_type_ids", "molmo2": "mm_token_type_ids"}
 
 
 QWEN3_VL = (("vision_start_token_id", "vision_end_token_id"),)
@@ -30,10 +33,44 @@ def is_hybrid(model):
     return any(t in RECURRENT_LAYER_TYPES for t in layer_types)
 
 
+# families whose processor writes (start, end) token pairs itself, with one newline token outside each end (Gemma 3:
+# "\n\n<start_of_image>...<end_of_image>\n\n", a run of newlines being one token)
+WRAPPED = {"gemma3": ("boi_token_id", "eoi_token_id")}
+# families whose processor writes (starts, end) blocks itself, hidden with their ends (Molmo2's image views)
+BLOCKS = {"molmo2": (("image_start_token_id", "low_res_image_start_token_id"), "image_end_token_id")}
+
+
 def visual_positions(model, input_ids):
-    """The visual expansion: the placeholder tokens, or for DELIMITED families every token inside an outermost
-    start...end pair."""
+    """The visual expansion: the placeholder tokens, for DELIMITED families every token inside an outermost
+    start...end pair, for WRAPPED families every start...end pair with its ends and the token on each side, for
+    BLOCKS families every block with its ends."""
     config = model.config
+    if config.model_type in BLOCKS:
+        starts, end = BLOCKS[config.model_type]
+        starts = [getattr(config, k) for k in starts]
+        mask = torch.zeros_like(input_ids, dtype=torch.bool)
+        for row, ids in enumerate(input_ids.tolist()):
+            inside = False
+            for i, token in enumerate(ids):
+                inside |= token in starts
+                mask[row, i] = inside
+                inside &= token != getattr(config, end)
+        return mask
+    if config.model_type in WRAPPED:
+        start, end = (getattr(config, k) for k in WRAPPED[config.model_type])
+        mask = torch.zeros_like(input_ids, dtype=torch.bool)
+        for row, ids in enumerate(input_ids.tolist()):
+            inside = False
+            for i, token in enumerate(ids):
+                if token == start:
+                    inside = True
+                    mask[row, i - 1] = True
+                if inside:
+                    mask[row, i] = True
+                if token == end:
+                    inside = False
+                    mask[row, i + 1] = True
+        return mask
     if config.model_type not in DELIMITED:
         ids = [getattr(config, k, None) for k in ("image_token_id", "video_token_id")]
         return torch.isin(input_ids, torch.tensor([i for i in ids if i is not None]))
@@ -52,7 +89,9 @@ def visual_positions(model, input_ids):
 
 
 def processor_expansion(processor, text, **visuals):
-    """(input_ids, mask of the tokens inside a span the processor replaced), from the processor's own offsets."""
+    """(input_ids, mask of the tokens holding a character the processor inserted), from the processor's own offsets.
+
+    A token that merges inserted text with the template's (Gemma 3's `\n\n` after a template newline) counts."""
     out = processor(text=text, **visuals, return_tensors="pt", padding=True, return_text_replacement_offsets=True,
                     return_offsets_mapping=True)
     mask = torch.zeros_like(out["input_ids"], dtype=torch.bool)
@@ -60,7 +99,7 @@ def processor_expansion(processor, text, **visuals):
         starts, ends = out["offset_mapping"][row].unbind(-1)
         for replacement in replacements:
             begin, end = replacement["new_span"]
-            mask[row] |= (starts >= begin) & (ends <= end) & (ends > starts)
+            mask[row] |= (starts < end) & (ends > begin)  # any token holding an inserted character
     return out["input_ids"], mask
 
 
@@ -90,6 +129,10 @@ def full_logits(model, inputs, sequence, prior: bool, removed: bool | None = Non
         if is_hybrid(model) if removed is None else removed:
             return kept_tokens_logits(model, sequence, mask.bool(), positions)
     pixels = {k: inputs[k] for k in PIXEL_KEYS if k in inputs}
+    if model.config.model_type in BIDIRECTIONAL:
+        key = BIDIRECTIONAL[model.config.model_type]
+        types = inputs[key]
+        pixels[key] = torch.cat([types, types.new_zeros(types.shape[0], sequence.shape[1] - types.shape[1])], 1)
     out = model(input_ids=sequence, attention_mask=mask, position_ids=positions, use_cache=False, **pixels)
     return out.logits[:, -1].float()
 

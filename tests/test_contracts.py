@@ -234,7 +234,8 @@ def test_processor_outside_generate():
         pnd.PriorNormalized(0.5)(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 10))
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "video_llava", "qwen3_5"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "video_llava", "qwen3_5", "gemma3",
+                                        "molmo2"])
 def test_blank_prior_mode_is_the_model_on_blank_frames(tiny, model_type):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)
@@ -246,5 +247,5 @@ def test_blank_prior_mode_is_the_model_on_blank_frames(tiny, model_type):
         prior = torch.log_softmax(full_logits(model, blank, ids, prior=False), -1)
         finite = torch.isfinite(scores)
         torch.testing.assert_close(scores[finite], (cond - 0.8 * prior)[finite], atol=1e-4, rtol=0)
-        ids = torch.cat([ids, (cond - 0.8 * prior).argmax(-1, keepdim=True)], 1)
+        ids = torch.cat([ids, (cond - 0.8 * prior).where(finite, -torch.inf).argmax(-1, keepdim=True)], 1)  # no EOS
     assert torch.equal(out.sequences, ids)

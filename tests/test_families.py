@@ -23,22 +23,28 @@ def _expansions(processor, modality):
     """(input_ids, processor's replaced-span mask) of a left-padded batch of two prompts with one visual each."""
     texts = [video_prompt(processor, p, modality) for p in ("Describe it.", "what colour is the shape? answer.")]
     if modality == "image":
-        return processor_expansion(processor, texts, images=[random_video(i, frames=1, size=64)[0] for i in range(2)])
+        return processor_expansion(processor, texts, images=[[random_video(i, frames=1, size=64)[0]] for i in range(2)])
     return processor_expansion(processor, texts, videos=[random_video(0), random_video(1)],
                                video_metadata=_metadata(2) * 2)
 
 
-TIMESTAMPED = {"qwen3_vl": True, "qwen3_vl_moe": True, "glm4v": True, "glm4v_moe": True, "video_llava": False,
-               "perception_lm": False, "qwen3_5": True, "qwen3_5_moe": True}  # whether the processor writes more than placeholders for a video
+# per family: {modality it takes: whether the processor writes more than placeholders for it}
+MORE_THAN_PLACEHOLDERS = {
+    "qwen3_vl": {"video": True, "image": False}, "qwen3_vl_moe": {"video": True, "image": False},
+    "qwen3_5": {"video": True, "image": False}, "qwen3_5_moe": {"video": True, "image": False},
+    "glm4v": {"video": True, "image": False}, "glm4v_moe": {"video": True, "image": False},
+    "video_llava": {"video": False, "image": False}, "perception_lm": {"video": False, "image": False},
+    "gemma3": {"image": True}, "molmo2": {"image": True},
+}
 
 
-@pytest.mark.parametrize("model_type", sorted(TIMESTAMPED))
-@pytest.mark.parametrize("modality", ["video", "image"])
+@pytest.mark.parametrize("model_type, modality", [(t, m) for t, modalities in sorted(MORE_THAN_PLACEHOLDERS.items())
+                                                  for m in modalities])
 def test_expansion_mask_is_what_the_processor_replaced(tiny, model_type, modality):
     model, processor = tiny(model_type)
     ids, replaced = _expansions(processor, modality)
     placeholders = architecture_for(model).placeholder_mask(model.config, ids)
-    assert (replaced & ~placeholders).any() == (modality == "video" and TIMESTAMPED[model_type])
+    assert (replaced & ~placeholders).any() == MORE_THAN_PLACEHOLDERS[model_type][modality]
     assert torch.equal(architecture_for(model).expansion_mask(model.config, ids), replaced)
     assert torch.equal(visual_positions(model, ids), replaced)  # the brute-force reference hides the same tokens
 

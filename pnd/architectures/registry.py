@@ -35,6 +35,9 @@ class Architecture:
     model_types: tuple[str, ...]
     pixel_keys: tuple[str, ...]  # generate() inputs that carry pixels ("blank" prior zeroes them)
     token_inputs: tuple[str, ...] = ()  # processor outputs with one entry per token (0 = text), e.g. mm_token_type_ids
+    # False where the conditioned prompt attends bidirectionally inside a visual block (Gemma 3, Molmo2): the packed
+    # prefill's causal split would drop that, so the prior's prefill runs as a call of its own
+    causal_prompt: bool = True
 
     def placeholder_ids(self, config) -> list[int]:
         """Placeholder token ids that the processor expands for images and videos."""
