@@ -99,7 +99,7 @@ def prior_slots(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, po
     the same positions in both passes, so its keys/values are the conditioned pass's.
     """
     length = input_ids.shape[1]
-    visual = architecture_for(model).expansion_mask(model.config, input_ids)
+    visual = architecture_for(model).expansion(model, input_ids)
     text = text_slots(visual, attention_mask)
     first_visual = visual.int().argmax(dim=1, keepdim=True)
     reused = text & (torch.arange(length, device=input_ids.device) < first_visual) if reuse else torch.zeros_like(text)

@@ -15,6 +15,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from .architectures.expanded_text import bind_processor
 from .prompts import video_prompt
 
 _CORPUS = (
@@ -324,6 +325,36 @@ def _perception_lm(seed: int):
     return model, processor
 
 
+def _internvl(seed: int):
+    from transformers import GotOcr2ImageProcessor, InternVLConfig, InternVLForConditionalGeneration
+    from transformers import InternVLProcessor, InternVLVideoProcessor
+
+    named = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
+             "video_token": "<video>"}
+    tokenizer = tiny_tokenizer(list(named.values()), named=named)
+    config = InternVLConfig(
+        vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                           image_size=32, patch_size=8),
+        text_config={**_tiny_llama(tokenizer), "model_type": "qwen2"},
+        image_token_id=tokenizer.context_image_token_id,
+        image_seq_length=4,  # (32 / 8)^2 patches, pixel-shuffled by downsample_ratio 0.5
+        downsample_ratio=0.5,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = InternVLForConditionalGeneration(config).eval()
+    size = {"height": 32, "width": 32}
+    processor = InternVLProcessor(
+        image_processor=GotOcr2ImageProcessor(size=size, max_patches=2),
+        video_processor=InternVLVideoProcessor(size=size),
+        tokenizer=tokenizer,
+        image_seq_length=4,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<IMG_CONTEXT>\n")
+        .replace("{{ video_placeholder }}", "<video>\n"),
+    )
+    return model, processor
+
+
 _BUILDERS = {
     "llava_onevision": _llava_onevision,
     "qwen2_vl": lambda seed: _qwen2_vl(seed, "qwen2_vl"),
@@ -335,10 +366,11 @@ _BUILDERS = {
     "glm4v_moe": lambda seed: _glm4v(seed, "glm4v_moe"),
     "video_llava": _video_llava,
     "perception_lm": _perception_lm,
+    "internvl": _internvl,
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
-                       "perception_lm")
+                       "perception_lm", "internvl")
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
@@ -352,7 +384,7 @@ def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
         **text: overrides of the language model's config, for "llava_onevision" (e.g. hidden_size=512).
 
     Returns:
-        (model, processor).
+        (model, processor); the processor is bound to the model, as `pnd.attach(model, processor)` binds it.
 
     Example:
         >>> from pnd.testing import tiny_model
@@ -362,6 +394,7 @@ def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
     """
     model, processor = _BUILDERS[model_type](seed, **text) if text else _BUILDERS[model_type](seed)
     _scale_attention(model, sharpen)
+    bind_processor(model, processor)  # as pnd.attach(model, processor) does
     return model, processor
 
 

@@ -10,6 +10,8 @@ The expansion is read here with a plain loop over the tokens, and `processor_exp
 processor's own record of its replacements: tests check the two (and pnd's adapters) agree.
 """
 
+import re
+
 import torch
 
 PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw")
@@ -21,10 +23,32 @@ GLM4V = (("image_start_token_id", "image_end_token_id"), ("video_start_token_id"
 DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "glm4v_moe": GLM4V}
 
 
+# families whose processor writes unbounded text around the placeholders: what it writes, as it writes it (read
+# from the prompt's text with the processor bound to the model; the tiny models' token strings)
+_INTERNVL_FRAME = "<img>(?:<IMG_CONTEXT>)+</img>"
+TEXT_EXPANDED = {"internvl": rf"Frame1: {_INTERNVL_FRAME}(?:\nFrame[0-9]+: {_INTERNVL_FRAME})*|{_INTERNVL_FRAME}"}
+
+
+def _text_expansion(model, input_ids):
+    """Tokens holding a character of a match of the family's TEXT_EXPANDED pattern in the decoded prompt."""
+    tokenizer = model._pnd_processor.tokenizer
+    mask = torch.zeros_like(input_ids, dtype=torch.bool)
+    for row, ids in enumerate(input_ids.tolist()):
+        pieces = [tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in ids]
+        assert "".join(pieces) == tokenizer.decode(ids, clean_up_tokenization_spaces=False)  # per-token text adds up
+        ends = torch.tensor([len(p) for p in pieces]).cumsum(0)
+        for match in re.finditer(TEXT_EXPANDED[model.config.model_type], "".join(pieces)):
+            begin, end = match.span()
+            mask[row] |= (ends - torch.tensor([len(p) for p in pieces]) < end) & (ends > begin)
+    return mask
+
+
 def visual_positions(model, input_ids):
     """The visual expansion: the placeholder tokens, or for DELIMITED families every token inside an outermost
-    start...end pair."""
+    start...end pair, or for TEXT_EXPANDED families every token holding a character of the processor's text."""
     config = model.config
+    if config.model_type in TEXT_EXPANDED:
+        return _text_expansion(model, input_ids)
     if config.model_type not in DELIMITED:
         ids = [getattr(config, k, None) for k in ("image_token_id", "video_token_id")]
         return torch.isin(input_ids, torch.tensor([i for i in ids if i is not None]))
@@ -43,7 +67,8 @@ def visual_positions(model, input_ids):
 
 
 def processor_expansion(processor, text, **visuals):
-    """(input_ids, mask of the tokens inside a span the processor replaced), from the processor's own offsets."""
+    """(input_ids, mask of the tokens holding a character of a span the processor replaced), from the processor's own
+    offsets."""
     out = processor(text=text, **visuals, return_tensors="pt", padding=True, return_text_replacement_offsets=True,
                     return_offsets_mapping=True)
     mask = torch.zeros_like(out["input_ids"], dtype=torch.bool)
@@ -51,7 +76,7 @@ def processor_expansion(processor, text, **visuals):
         starts, ends = out["offset_mapping"][row].unbind(-1)
         for replacement in replacements:
             begin, end = replacement["new_span"]
-            mask[row] |= (starts >= begin) & (ends <= end) & (ends > starts)
+            mask[row] |= (starts < end) & (ends > begin)  # holds a character the processor wrote
     return out["input_ids"], mask
 
 

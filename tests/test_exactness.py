@@ -48,7 +48,7 @@ def test_normalization_changes_decoding(tiny, model_type):
     assert not torch.equal(plain, normalized)
 
 
-ALPHA_ZERO_FAMILIES = ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm")
+ALPHA_ZERO_FAMILIES = ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl")
 ALPHA_ZERO_CASES = [(model_type, mode) for model_type in ALPHA_ZERO_FAMILIES for mode in ("greedy", "beam", "sample")
                     if (model_type, mode) != ("glm4v", "beam")]  # GLM-4V video + beam crashes in transformers itself
 
@@ -68,7 +68,7 @@ def test_alpha_zero_is_plain_generate(tiny, model_type, mode):
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "llava", "qwen3_vl", "glm4v", "video_llava", "perception_lm"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "llava", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl"])
 def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
     model, processor = tiny(model_type)
     batch = tiny_inputs(processor, model_type, PROMPTS)
@@ -80,7 +80,8 @@ def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
 
 
 @pytest.mark.parametrize("model_type, image", [("llava_onevision", False), ("qwen2_vl", False), ("qwen3_vl", False),
-                                               ("video_llava", False), ("glm4v", True), ("perception_lm", False)])
+                                               ("video_llava", False), ("glm4v", True), ("perception_lm", False),
+                                               ("internvl", False), ("internvl", True)])
 def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type, image):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS, image=image)
@@ -92,15 +93,20 @@ def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type, im
     for row in range(out.sequences.shape[0]):
         generated = out.sequences[row, prompt_len:]
         length = int((generated == eos).nonzero()[0, 0]) + 1 if (generated == eos).any() else len(generated)
-        one = {k: v[row : row + 1] for k, v in row_inputs.items()} | _pixels_of(pixel_inputs, row // 2, model_type)
+        one = {k: v[row : row + 1] for k, v in row_inputs.items()} | _pixels_of(pixel_inputs, row // 2, model, inputs)
         scores = forced_scores(model, one, generated[None, :length], alpha)[0]
         total = scores.gather(1, generated[:length, None]).sum()
         torch.testing.assert_close(out.sequences_scores[row], total / length, atol=1e-4, rtol=0)
         assert (generated[length:] == pad).all()
 
 
-def _pixels_of(pixel_inputs, index, model_type):
-    """The visual inputs of prompt `index` alone (the Qwen-style processors flatten the patches of all visuals)."""
+def _pixels_of(pixel_inputs, index, model, inputs):
+    """The visual inputs of prompt `index` alone (the Qwen-style processors and InternVL flatten the patches of all
+    visuals)."""
+    if model.config.model_type == "internvl":  # image_seq_length placeholders per frame or image tile
+        tiles = (inputs["input_ids"] == model.config.image_token_id).sum(1) // model.config.image_seq_length
+        start = int(tiles[:index].sum())
+        return {"pixel_values": pixel_inputs["pixel_values"][start : start + int(tiles[index])]}
     for grid_key, pixel_key in (("video_grid_thw", "pixel_values_videos"), ("image_grid_thw", "pixel_values")):
         if grid_key in pixel_inputs:
             grid = pixel_inputs[grid_key]
@@ -110,7 +116,7 @@ def _pixels_of(pixel_inputs, index, model_type):
     return {k: v[index : index + 1] for k, v in pixel_inputs.items()}
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl"])
 def test_sampling_scores_are_reference_scores(tiny, model_type):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)
@@ -123,7 +129,7 @@ def test_sampling_scores_are_reference_scores(tiny, model_type):
     torch.testing.assert_close(got[finite], reference[finite], atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl"])
 def test_prior_ignores_pixels_and_equals_masked_forward(tiny, model_type):
     model, processor = tiny(model_type)
     a = tiny_inputs(processor, model_type, PROMPTS, seed=0)

@@ -28,18 +28,20 @@ def _expansions(processor, modality):
                                video_metadata=_metadata(2) * 2)
 
 
-TIMESTAMPED = {"qwen3_vl": True, "qwen3_vl_moe": True, "glm4v": True, "glm4v_moe": True, "video_llava": False,
-               "perception_lm": False}  # whether the processor writes more than placeholders for a video
+V, I = "video", "image"
+TIMESTAMPED = {"qwen3_vl": {V}, "qwen3_vl_moe": {V}, "glm4v": {V}, "glm4v_moe": {V}, "video_llava": set(),
+               "perception_lm": set(), "internvl": {V, I}}  # where the processor writes more than placeholders
 
 
 @pytest.mark.parametrize("model_type", sorted(TIMESTAMPED))
-@pytest.mark.parametrize("modality", ["video", "image"])
+@pytest.mark.parametrize("modality", [V, I])
 def test_expansion_mask_is_what_the_processor_replaced(tiny, model_type, modality):
+    """Fails with a placeholder-only mask for every family and modality in TIMESTAMPED."""
     model, processor = tiny(model_type)
     ids, replaced = _expansions(processor, modality)
     placeholders = architecture_for(model).placeholder_mask(model.config, ids)
-    assert (replaced & ~placeholders).any() == (modality == "video" and TIMESTAMPED[model_type])
-    assert torch.equal(architecture_for(model).expansion_mask(model.config, ids), replaced)
+    assert (replaced & ~placeholders).any() == (modality in TIMESTAMPED[model_type])
+    assert torch.equal(architecture_for(model).expansion(model, ids), replaced)
     assert torch.equal(visual_positions(model, ids), replaced)  # the brute-force reference hides the same tokens
 
 
@@ -107,7 +109,7 @@ def test_a_placeholder_outside_a_vision_block_is_an_error(tiny):
         pnd.prior_logits(model, input_ids=ids)
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_vl", "glm4v"])
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "glm4v", "internvl"])
 def test_own_call_prefill_matches_brute_force(model_type):
     """The prior's prefill as a language-model call of its own (no packing) gives the reference's tokens too."""
     from pnd.testing import tiny_inputs, tiny_model
@@ -122,8 +124,9 @@ def test_own_call_prefill_matches_brute_force(model_type):
     assert torch.equal(out[:, -4:], greedy(model, inputs, 0.7, 4, banned=[model.generation_config.eos_token_id])[0])
 
 
-def test_pnd_caption_on_a_local_qwen3_vl_folder(tmp_path):
-    """`pnd caption --model FOLDER` on a saved Qwen3-VL gives what `model.generate` with PriorNormalized gives here."""
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "internvl"])
+def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
+    """`pnd caption --model FOLDER` on a saved model gives what `model.generate` with PriorNormalized gives here."""
     import json
     import pathlib
     import subprocess
@@ -132,7 +135,7 @@ def test_pnd_caption_on_a_local_qwen3_vl_folder(tmp_path):
     from pnd.testing import tiny_model
     from pnd.video import read_video, write_video
 
-    model, processor = tiny_model("qwen3_vl")
+    model, processor = tiny_model(model_type)
     model.save_pretrained(tmp_path / "model")
     processor.save_pretrained(tmp_path / "model")
     write_video(tmp_path / "v.mp4", random_video(0, frames=8, size=64))
@@ -143,8 +146,8 @@ def test_pnd_caption_on_a_local_qwen3_vl_folder(tmp_path):
     got = json.loads((tmp_path / "out.jsonl").read_text())["caption"]
     inputs = processor(text=[video_prompt(processor, "Describe the video.")],
                        videos=[read_video(tmp_path / "v.mp4", 4)], return_tensors="pt")
-    out = pnd.attach(model).generate(**inputs, max_new_tokens=6, do_sample=False,
-                                     logits_processor=[pnd.PriorNormalized(0.5)])
+    out = pnd.attach(model, processor).generate(**inputs, max_new_tokens=6, do_sample=False,
+                                                logits_processor=[pnd.PriorNormalized(0.5)])
     assert got == processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
 
 
@@ -156,3 +159,60 @@ def test_pnd_models_lists_every_family(capsys):
     assert "qwen3_vl, qwen3_vl_moe: Qwen3-VL / Qwen3-VL-MoE" in lines and "glm4v, glm4v_moe: GLM-4.1V / GLM-4.5V" in lines
     listed = [t for line in lines for t in line.split(":")[0].split(", ")]
     assert sorted(listed) == pnd.supported_model_types()
+
+
+def _relabelled(inputs, tokenizer, old: str, new: str):
+    """`inputs` with every `old` frame label token replaced by `new` (same token count and positions)."""
+    old_id, new_id = tokenizer.convert_tokens_to_ids([old, new])
+    ids = inputs["input_ids"].where(inputs["input_ids"] != old_id, new_id)
+    return {**inputs, "input_ids": ids}
+
+
+def test_internvl_prior_hides_frame_labels(tiny):
+    """Prompts whose `FrameN:` labels differ (Frame2 written Frame7, same tokens count and positions) have the same
+    prior, the brute-force forward's with the whole expansion masked; with the placeholders masked only, the labels
+    reach the prior (the last assertion shows such a forward differs)."""
+    from pnd.testing import tiny_inputs
+
+    model, processor = tiny("internvl")
+    inputs = tiny_inputs(processor, "internvl", ("Describe the video.",))
+    relabelled = _relabelled(inputs, processor.tokenizer, "2", "7")
+    assert not torch.equal(inputs["input_ids"], relabelled["input_ids"])
+    prior = pnd.prior_logits(model, **inputs)
+    torch.testing.assert_close(prior, pnd.prior_logits(model, **relabelled), atol=1e-5, rtol=0)
+    torch.testing.assert_close(prior.float(), full_logits(model, inputs, inputs["input_ids"], prior=True),
+                               atol=1e-4, rtol=0)
+    assert not torch.allclose(_placeholders_masked(model, inputs), _placeholders_masked(model, relabelled), atol=1e-3)
+
+
+def test_internvl_needs_its_processor():
+    """InternVL's frame labels are text no token bounds: without the processor the prior refuses, naming the fix."""
+    from pnd.testing import tiny_inputs, tiny_model
+
+    model, processor = tiny_model("internvl")
+    inputs = tiny_inputs(processor, "internvl")
+    del model._pnd_processor
+    with pytest.raises(ValueError, match=r"pnd.attach\(model, processor\)"):
+        pnd.attach(model).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
+    pnd.detach(model)
+    out = pnd.attach(model, processor).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
+    assert out.shape[1] == inputs["input_ids"].shape[1] + 2
+
+
+def test_internvl_text_that_is_not_the_processors_is_an_error(tiny):
+    model, processor = tiny("internvl")
+    ids = processor.tokenizer(["user <IMG_CONTEXT> describe it."], return_tensors="pt").input_ids
+    with pytest.raises(ValueError, match="outside every InternVL expansion"):  # a placeholder with no <img> block
+        pnd.prior_logits(model, input_ids=ids)
+    joined = processor.tokenizer.convert_tokens_to_ids(["d", "e"])  # "de" is one token of this text
+    with pytest.raises(ValueError, match="not the tokenization of its own text"):
+        pnd.prior_logits(model, input_ids=torch.cat([ids[:, :1], torch.tensor([joined]), ids[:, 1:]], 1))
+
+
+def test_internvl_videos_of_different_frame_counts_are_an_error(tiny):
+    from pnd.captioning import generate_captions
+
+    model, processor = tiny("internvl")
+    videos = [random_video(0, frames=4), random_video(1, frames=6)]
+    with pytest.raises(ValueError, match=r"cannot batch videos with different frame counts \(got \[4, 6\]\)"):
+        generate_captions(pnd.attach(model, processor), processor, videos, alpha=0.5, max_new_tokens=2)

@@ -58,6 +58,7 @@ class Reference:
     def __init__(self, root):
         self.model = AutoModelForImageTextToText.from_pretrained(root / "model").eval()
         self.processor = AutoProcessor.from_pretrained(root / "model")
+        self.model._pnd_processor = self.processor  # the reference reads a TEXT_EXPANDED family's expansion with it
 
     def inputs(self, text, image=None, video=None):
         kind = "image" if image is not None else "video"
@@ -199,7 +200,7 @@ def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(m
     assert evaluator.unwrap_generation_output(["a", "b"]) == (["a", "b"], None)
 
 
-@pytest.mark.parametrize("model_type, name", [("qwen2_vl", "PndQwen2VL"), ("qwen3_vl", "PndHf")])
+@pytest.mark.parametrize("model_type, name", [("qwen2_vl", "PndQwen2VL"), ("qwen3_vl", "PndHf"), ("internvl", "PndHf")])
 def test_pnd_qwen2_vl_in_process_equals_the_reference(tmp_path, model_type, name):
     """The same class on a Qwen2-VL checkpoint (M-RoPE positions), and pnd_hf on a Qwen3-VL one (the prior hides
     the whole expansion), called as lmms-eval calls it."""

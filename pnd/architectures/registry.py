@@ -35,6 +35,7 @@ class Architecture:
     model_types: tuple[str, ...]
     pixel_keys: tuple[str, ...]  # generate() inputs that carry pixels ("blank" prior zeroes them)
     token_inputs: tuple[str, ...] = ()  # processor outputs with one entry per token (0 = text), e.g. mm_token_type_ids
+    same_frame_counts: bool = False  # the processor batches videos only when they have the same number of frames
 
     def placeholder_ids(self, config) -> list[int]:
         """Placeholder token ids that the processor expands for images and videos."""
@@ -49,6 +50,17 @@ class Architecture:
     def expansion_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:
         """Boolean mask (batch, L) of the visual expansion of a prompt: what the prior hides (README, "The prior")."""
         return self.placeholder_mask(config, input_ids)
+
+    def expansion(self, model, input_ids: torch.Tensor) -> torch.Tensor:
+        """`expansion_mask` of `model`'s prompts; families that read it with the processor override this."""
+        return self.expansion_mask(model.config, input_ids)
+
+    def check_video_batch(self, videos) -> None:
+        """A ValueError if the processor cannot batch these videos ((frames, 3, H, W) each) together."""
+        counts = sorted({len(video) for video in videos})
+        if self.same_frame_counts and len(counts) > 1:
+            raise ValueError(f"{self.name}'s processor cannot batch videos with different frame counts (got "
+                             f"{counts}): give every video of a batch the same number of frames, or one video a batch.")
 
     def language_model(self, model):
         """The decoder that runs on token ids without pixels (the prior's own prefill calls it)."""

@@ -188,7 +188,7 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
     model, processor = load_model(args.model or str(DEMO_MODEL), device, dtype=pick_dtype(args.dtype, device),
                                   load_in_4bit=args.load_in_4bit, load_in_8bit=args.load_in_8bit,
                                   attn_implementation=args.attn_implementation)
-    attach(model)
+    attach(model, processor)
     if args.compare:
         print(f"| video | plain | normalized (alpha {args.alpha}) |\n|---|---|---|")
     started, waited = time.perf_counter(), 0.0

@@ -80,7 +80,7 @@ class PndHf(lmms):
         self.model, self.processor = load_model(pretrained, device=device, dtype=dtype, load_in_4bit=load_in_4bit,
                                                 load_in_8bit=load_in_8bit, attn_implementation=attn_implementation,
                                                 device_map=device_map)
-        attach(self.model)
+        attach(self.model, self.processor)
         self._device = self.model.device  # lmms-eval's clean() deletes the model, the device stays needed
         self.tokenizer = self.processor.tokenizer
         self._scorer = None
