@@ -168,8 +168,10 @@ def masked_prefill(
 
 
 def blank_encoder_outputs(model, architecture: Architecture, generate_kwargs: dict, expand_size: int) -> dict:
-    """Vision-tower outputs for all-zero pixel inputs (uniform frames), laid out as `generate` lays out its own."""
-    blank = {k: torch.zeros_like(generate_kwargs[k]) for k in architecture.pixel_keys if generate_kwargs.get(k) is not None}
+    """Vision-tower outputs for blank pixel inputs (uniform frames, `Architecture.blank_pixels`), laid out as
+    `generate` lays out its own."""
+    blank = {k: architecture.blank_pixels(generate_kwargs[k]) for k in architecture.pixel_keys
+             if generate_kwargs.get(k) is not None}
     if not blank:
         raise ValueError("prior='blank' needs the pixel inputs (pixel_values / pixel_values_videos) in generate(...).")
     return encode_visual_inputs(model, {**generate_kwargs, **blank}, expand_size)

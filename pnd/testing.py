@@ -36,11 +36,12 @@ _CHAT_TEMPLATE = (
 )
 
 
-def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600, named: dict | None = None) -> PreTrainedTokenizerFast:
+def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600, named: dict | None = None,
+                   corpus: tuple[str, ...] = ()) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer trained on a few sentences (about one token per word), plus special tokens.
 
     `named` maps attribute names to special tokens (e.g. {"image_token": "<|image|>"}: `tokenizer.image_token` and
-    `tokenizer.image_token_id`), for processors that read them from the tokenizer.
+    `tokenizer.image_token_id`), for processors that read them from the tokenizer; `corpus` adds training sentences.
     """
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *special_tokens]
     tok = Tokenizer(models.BPE())
@@ -52,7 +53,7 @@ def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600, named: dict
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_CORPUS, trainer=trainer)
+    tok.train_from_iterator([*_CORPUS, *corpus], trainer=trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token="<|im_end|>",
@@ -69,7 +70,7 @@ def _scale_attention(model: torch.nn.Module, factor: float) -> None:
     """
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if "language_model" in name and name.endswith(("q_proj.weight", "k_proj.weight")):
+            if ("language_model" in name or "text_model" in name) and name.endswith(("q_proj.weight", "k_proj.weight")):
                 param.mul_(factor)
         model.get_output_embeddings().weight.mul_(factor)
 
@@ -355,6 +356,37 @@ def _internvl(seed: int):
     return model, processor
 
 
+def _smolvlm(seed: int):
+    from transformers import SmolVLMConfig, SmolVLMForConditionalGeneration, SmolVLMImageProcessor, SmolVLMProcessor
+    from transformers import SmolVLMVideoProcessor
+    from transformers.models.smolvlm.processing_smolvlm import DEFAULT_CHAT_TEMPLATE
+
+    named = {"fake_image_token": "<fake_token_around_image>", "image_token": "<image>",
+             "global_image_token": "<global-img>", "end_of_utterance_token": "<end_of_utterance>", "video_token": "<video>"}
+    tiles = [f"<row_{row}_col_{col}>" for row in (1, 2) for col in (1, 2)]
+    # the intro trained in, so that " You" after the template's "User:" is one token (half template, half expansion)
+    tokenizer = tiny_tokenizer([*named.values(), *tiles], named=named,
+                               corpus=("User: You are provided the following series of frames from a video",))
+    config = SmolVLMConfig(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=32, patch_size=8),
+        text_config=_tiny_llama(tokenizer),
+        image_token_id=tokenizer.image_token_id,
+        scale_factor=2,  # (32 / 8)^2 / 2^2 = 4 tokens per frame or tile
+    )
+    torch.manual_seed(seed)
+    model = SmolVLMForConditionalGeneration(config).eval()
+    tile = {"longest_edge": 32}
+    processor = SmolVLMProcessor(
+        image_processor=SmolVLMImageProcessor(size={"longest_edge": 64}, max_image_size=tile),
+        video_processor=SmolVLMVideoProcessor(size=tile, max_image_size=tile),
+        tokenizer=tokenizer,
+        image_seq_len=4,
+        chat_template=DEFAULT_CHAT_TEMPLATE,  # SmolVLM's own, which its processor also forces for videos
+    )
+    return model, processor
+
+
 _BUILDERS = {
     "llava_onevision": _llava_onevision,
     "qwen2_vl": lambda seed: _qwen2_vl(seed, "qwen2_vl"),
@@ -367,10 +399,11 @@ _BUILDERS = {
     "video_llava": _video_llava,
     "perception_lm": _perception_lm,
     "internvl": _internvl,
+    "smolvlm": _smolvlm,
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
-                       "perception_lm", "internvl")
+                       "perception_lm", "internvl", "smolvlm")
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
@@ -431,5 +464,5 @@ def tiny_inputs(processor, model_type: str, prompts=("Describe the video.",), se
     texts = [video_prompt(processor, prompt, kind) for prompt in prompts]
     visuals = [random_video(seed + i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]
     if kind == "image":
-        return processor(text=texts, images=[v[0] for v in visuals], return_tensors="pt", padding=True)
+        return processor(text=texts, images=[[v[0]] for v in visuals], return_tensors="pt", padding=True)  # per prompt
     return processor(text=texts, videos=visuals, return_tensors="pt", padding=True)

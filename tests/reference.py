@@ -26,7 +26,14 @@ DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "gl
 # families whose processor writes unbounded text around the placeholders: what it writes, as it writes it (read
 # from the prompt's text with the processor bound to the model; the tiny models' token strings)
 _INTERNVL_FRAME = "<img>(?:<IMG_CONTEXT>)+</img>"
-TEXT_EXPANDED = {"internvl": rf"Frame1: {_INTERNVL_FRAME}(?:\nFrame[0-9]+: {_INTERNVL_FRAME})*|{_INTERNVL_FRAME}"}
+_SMOLVLM_IMAGE = "<fake_token_around_image><global-img>(?:<image>)+<fake_token_around_image>"
+_SMOLVLM_TILE = "<fake_token_around_image><row_[0-9]+_col_[0-9]+>(?:<image>)+"
+TEXT_EXPANDED = {
+    "internvl": rf"Frame1: {_INTERNVL_FRAME}(?:\nFrame[0-9]+: {_INTERNVL_FRAME})*|{_INTERNVL_FRAME}",
+    "smolvlm": r"You are provided the following series of [a-z -]+ frames from a [0-9:]+ \[H:MM:SS\] video\.\n"
+               rf"(?:\nFrame from [0-9]+:[0-9][0-9]:{_SMOLVLM_IMAGE})+\n\n"
+               rf"|(?:(?:{_SMOLVLM_TILE})+\n)+\n{_SMOLVLM_IMAGE}|{_SMOLVLM_IMAGE}",
+}
 
 
 def _text_expansion(model, input_ids):

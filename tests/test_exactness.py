@@ -48,7 +48,7 @@ def test_normalization_changes_decoding(tiny, model_type):
     assert not torch.equal(plain, normalized)
 
 
-ALPHA_ZERO_FAMILIES = ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl")
+ALPHA_ZERO_FAMILIES = ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl", "smolvlm")
 ALPHA_ZERO_CASES = [(model_type, mode) for model_type in ALPHA_ZERO_FAMILIES for mode in ("greedy", "beam", "sample")
                     if (model_type, mode) != ("glm4v", "beam")]  # GLM-4V video + beam crashes in transformers itself
 
@@ -68,7 +68,7 @@ def test_alpha_zero_is_plain_generate(tiny, model_type, mode):
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "llava", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "llava", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl", "smolvlm"])
 def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
     model, processor = tiny(model_type)
     batch = tiny_inputs(processor, model_type, PROMPTS)
@@ -81,7 +81,8 @@ def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
 
 @pytest.mark.parametrize("model_type, image", [("llava_onevision", False), ("qwen2_vl", False), ("qwen3_vl", False),
                                                ("video_llava", False), ("glm4v", True), ("perception_lm", False),
-                                               ("internvl", False), ("internvl", True)])
+                                               ("internvl", False), ("internvl", True), ("smolvlm", False),
+                                               ("smolvlm", True)])
 def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type, image):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS, image=image)
@@ -116,7 +117,7 @@ def _pixels_of(pixel_inputs, index, model, inputs):
     return {k: v[index : index + 1] for k, v in pixel_inputs.items()}
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl", "smolvlm"])
 def test_sampling_scores_are_reference_scores(tiny, model_type):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)
@@ -129,7 +130,7 @@ def test_sampling_scores_are_reference_scores(tiny, model_type):
     torch.testing.assert_close(got[finite], reference[finite], atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl", "smolvlm"])
 def test_prior_ignores_pixels_and_equals_masked_forward(tiny, model_type):
     model, processor = tiny(model_type)
     a = tiny_inputs(processor, model_type, PROMPTS, seed=0)

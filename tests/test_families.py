@@ -11,6 +11,7 @@ import pnd
 from pnd.architectures import Architecture, architecture_for
 from pnd.prompts import video_prompt
 from pnd.testing import random_video
+from pnd.testing import tiny_inputs as tiny_inputs_of
 
 from reference import full_logits, processor_expansion, visual_positions
 
@@ -23,14 +24,14 @@ def _expansions(processor, modality):
     """(input_ids, processor's replaced-span mask) of a left-padded batch of two prompts with one visual each."""
     texts = [video_prompt(processor, p, modality) for p in ("Describe it.", "what colour is the shape? answer.")]
     if modality == "image":
-        return processor_expansion(processor, texts, images=[random_video(i, frames=1, size=64)[0] for i in range(2)])
+        return processor_expansion(processor, texts, images=[[random_video(i, frames=1, size=64)[0]] for i in range(2)])
     return processor_expansion(processor, texts, videos=[random_video(0), random_video(1)],
                                video_metadata=_metadata(2) * 2)
 
 
 V, I = "video", "image"
 TIMESTAMPED = {"qwen3_vl": {V}, "qwen3_vl_moe": {V}, "glm4v": {V}, "glm4v_moe": {V}, "video_llava": set(),
-               "perception_lm": set(), "internvl": {V, I}}  # where the processor writes more than placeholders
+               "perception_lm": set(), "internvl": {V, I}, "smolvlm": {V, I}}  # where the processor writes more than placeholders
 
 
 @pytest.mark.parametrize("model_type", sorted(TIMESTAMPED))
@@ -109,7 +110,7 @@ def test_a_placeholder_outside_a_vision_block_is_an_error(tiny):
         pnd.prior_logits(model, input_ids=ids)
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_vl", "glm4v", "internvl"])
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "glm4v", "internvl", "smolvlm"])
 def test_own_call_prefill_matches_brute_force(model_type):
     """The prior's prefill as a language-model call of its own (no packing) gives the reference's tokens too."""
     from pnd.testing import tiny_inputs, tiny_model
@@ -124,7 +125,7 @@ def test_own_call_prefill_matches_brute_force(model_type):
     assert torch.equal(out[:, -4:], greedy(model, inputs, 0.7, 4, banned=[model.generation_config.eos_token_id])[0])
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_vl", "internvl"])
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "internvl", "smolvlm"])
 def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     """`pnd caption --model FOLDER` on a saved model gives what `model.generate` with PriorNormalized gives here."""
     import json
@@ -216,3 +217,50 @@ def test_internvl_videos_of_different_frame_counts_are_an_error(tiny):
     videos = [random_video(0, frames=4), random_video(1, frames=6)]
     with pytest.raises(ValueError, match=r"cannot batch videos with different frame counts \(got \[4, 6\]\)"):
         generate_captions(pnd.attach(model, processor), processor, videos, alpha=0.5, max_new_tokens=2)
+
+
+def test_smolvlm_prior_hides_the_intro_and_frame_timestamps(tiny):
+    """Two videos whose expansions differ only in the duration of the intro sentence and the `Frame from MM:SS:`
+    timestamps (same token count): the same prior, the brute-force one; the placeholder-only prior differs."""
+    model, processor = tiny("smolvlm")
+    fast, slow = (processor(text=[video_prompt(processor, "Describe the video.")], videos=[random_video(0)],
+                            video_metadata=_metadata(fps), return_tensors="pt") for fps in (2, 1))
+    assert fast["input_ids"].shape == slow["input_ids"].shape and not torch.equal(fast["input_ids"], slow["input_ids"])
+    prior = pnd.prior_logits(model, **fast)
+    torch.testing.assert_close(prior, pnd.prior_logits(model, **slow), atol=1e-5, rtol=0)
+    torch.testing.assert_close(prior.float(), full_logits(model, fast, fast["input_ids"], prior=True), atol=1e-4, rtol=0)
+    assert not torch.allclose(_placeholders_masked(model, fast), _placeholders_masked(model, slow), atol=1e-3)
+
+
+def test_smolvlm_language_model_is_its_text_model(tiny):
+    """SmolVLM's decoder is `model.model.text_model`: the prior's own prefill calls it (the packed and own-call
+    prefills are tested against the brute-force reference above)."""
+    model, processor = tiny("smolvlm")
+    assert architecture_for(model).language_model(model) is model.model.text_model
+    calls = []
+    hook = model.model.text_model.register_forward_pre_hook(lambda *args: calls.append(1))
+    try:
+        pnd.prior_logits(model, **tiny_inputs_of(processor, "smolvlm"))
+    finally:
+        hook.remove()
+    assert calls == [1]
+
+
+def test_smolvlm_blank_prior_uses_frames_that_are_not_all_zero(tiny):
+    """SmolVLM drops all-zero frames as padding, so prior="blank" runs the model on black frames (-1 after
+    normalization): its scores are the brute-force ones on such frames."""
+    model, processor = tiny("smolvlm")
+    inputs = tiny_inputs_of(processor, "smolvlm")
+    with torch.no_grad(), pytest.raises(ValueError, match="features and image tokens do not match"):
+        model(**{**inputs, "pixel_values": torch.zeros_like(inputs["pixel_values"])})  # the frames are dropped
+    black = {**inputs, "pixel_values": torch.full_like(inputs["pixel_values"], -1.0)}
+    out = pnd.attach(model, processor).generate(**inputs, max_new_tokens=3, min_new_tokens=3, do_sample=False,
+                                                output_scores=True, return_dict_in_generate=True,
+                                                logits_processor=[pnd.PriorNormalized(0.8, prior="blank")])
+    ids = inputs["input_ids"]
+    for scores in out.scores:
+        want = (torch.log_softmax(full_logits(model, inputs, ids, prior=False), -1)
+                - 0.8 * torch.log_softmax(full_logits(model, black, ids, prior=False), -1))
+        finite = torch.isfinite(scores)
+        torch.testing.assert_close(scores[finite], want[finite], atol=1e-4, rtol=0)
+        ids = torch.cat([ids, scores.argmax(-1, keepdim=True)], 1)

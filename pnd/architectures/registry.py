@@ -62,6 +62,10 @@ class Architecture:
             raise ValueError(f"{self.name}'s processor cannot batch videos with different frame counts (got "
                              f"{counts}): give every video of a batch the same number of frames, or one video a batch.")
 
+    def blank_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
+        """The pixel input of the "blank" prior: uniform frames of the same shape (all zero)."""
+        return torch.zeros_like(pixels)
+
     def language_model(self, model):
         """The decoder that runs on token ids without pixels (the prior's own prefill calls it)."""
         return model.model.language_model
