@@ -387,6 +387,32 @@ def _smolvlm(seed: int):
     return model, processor
 
 
+def _video_llama_3(seed: int):
+    from transformers import VideoLlama3Config, VideoLlama3ForConditionalGeneration, VideoLlama3ImageProcessor
+    from transformers import VideoLlama3Processor, VideoLlama3VideoProcessor
+
+    named = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"}
+    tokenizer = tiny_tokenizer(list(named.values()), named=named)
+    config = VideoLlama3Config(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           patch_size=14),
+        text_config={**_tiny_llama(tokenizer), "model_type": "qwen2"},
+        image_token_id=tokenizer.image_token_id,
+        video_token_id=tokenizer.video_token_id,
+    )
+    torch.manual_seed(seed)
+    model = VideoLlama3ForConditionalGeneration(config).eval()
+    pixels = dict(min_pixels=56 * 56, max_pixels=56 * 56)
+    processor = VideoLlama3Processor(
+        image_processor=VideoLlama3ImageProcessor(**pixels),
+        video_processor=VideoLlama3VideoProcessor(min_pixels=112 * 112, max_pixels=112 * 112),
+        tokenizer=tokenizer,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|image_pad|>")
+        .replace("{{ video_placeholder }}", "<|video_pad|>"),
+    )
+    return model, processor
+
+
 _BUILDERS = {
     "llava_onevision": _llava_onevision,
     "qwen2_vl": lambda seed: _qwen2_vl(seed, "qwen2_vl"),
@@ -400,10 +426,11 @@ _BUILDERS = {
     "perception_lm": _perception_lm,
     "internvl": _internvl,
     "smolvlm": _smolvlm,
+    "video_llama_3": _video_llama_3,
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
-                       "perception_lm", "internvl", "smolvlm")
+                       "perception_lm", "internvl", "smolvlm", "video_llama_3")
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):

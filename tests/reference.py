@@ -14,7 +14,8 @@ import re
 
 import torch
 
-PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw")
+PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw",
+              "image_merge_sizes", "video_merge_sizes", "video_compression_mask")
 
 
 QWEN3_VL = (("vision_start_token_id", "vision_end_token_id"),)
@@ -33,6 +34,8 @@ TEXT_EXPANDED = {
     "smolvlm": r"You are provided the following series of [a-z -]+ frames from a [0-9:]+ \[H:MM:SS\] video\.\n"
                rf"(?:\nFrame from [0-9]+:[0-9][0-9]:{_SMOLVLM_IMAGE})+\n\n"
                rf"|(?:(?:{_SMOLVLM_TILE})+\n)+\n{_SMOLVLM_IMAGE}|{_SMOLVLM_IMAGE}",
+    "video_llama_3": r"Time [0-9]+\.[0-9]s:(?:<\|video_pad\|>)+(?:,Time [0-9]+\.[0-9]s:(?:<\|video_pad\|>)*)*"
+                     r"|(?:<\|image_pad\|>)+",
 }
 
 

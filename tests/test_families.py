@@ -31,7 +31,8 @@ def _expansions(processor, modality):
 
 V, I = "video", "image"
 TIMESTAMPED = {"qwen3_vl": {V}, "qwen3_vl_moe": {V}, "glm4v": {V}, "glm4v_moe": {V}, "video_llava": set(),
-               "perception_lm": set(), "internvl": {V, I}, "smolvlm": {V, I}}  # where the processor writes more than placeholders
+               "perception_lm": set(), "internvl": {V, I}, "smolvlm": {V, I},
+               "video_llama_3": {V}}  # where the processor writes more than placeholders
 
 
 @pytest.mark.parametrize("model_type", sorted(TIMESTAMPED))
@@ -110,7 +111,7 @@ def test_a_placeholder_outside_a_vision_block_is_an_error(tiny):
         pnd.prior_logits(model, input_ids=ids)
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_vl", "glm4v", "internvl", "smolvlm"])
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "glm4v", "internvl", "smolvlm", "video_llama_3"])
 def test_own_call_prefill_matches_brute_force(model_type):
     """The prior's prefill as a language-model call of its own (no packing) gives the reference's tokens too."""
     from pnd.testing import tiny_inputs, tiny_model
@@ -125,7 +126,7 @@ def test_own_call_prefill_matches_brute_force(model_type):
     assert torch.equal(out[:, -4:], greedy(model, inputs, 0.7, 4, banned=[model.generation_config.eos_token_id])[0])
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_vl", "internvl", "smolvlm"])
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "internvl", "smolvlm", "video_llama_3"])
 def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     """`pnd caption --model FOLDER` on a saved model gives what `model.generate` with PriorNormalized gives here."""
     import json
@@ -219,10 +220,12 @@ def test_internvl_videos_of_different_frame_counts_are_an_error(tiny):
         generate_captions(pnd.attach(model, processor), processor, videos, alpha=0.5, max_new_tokens=2)
 
 
-def test_smolvlm_prior_hides_the_intro_and_frame_timestamps(tiny):
-    """Two videos whose expansions differ only in the duration of the intro sentence and the `Frame from MM:SS:`
-    timestamps (same token count): the same prior, the brute-force one; the placeholder-only prior differs."""
-    model, processor = tiny("smolvlm")
+@pytest.mark.parametrize("model_type", ["smolvlm", "video_llama_3"])
+def test_prior_hides_the_timestamps_the_processor_writes(tiny, model_type):
+    """Two videos whose expansions differ only in their timestamps (SmolVLM: the intro's duration and `Frame from
+    MM:SS:`; VideoLLaMA3: `Time t.ts:`), same token count: the same prior, the brute-force one; the
+    placeholder-only prior differs."""
+    model, processor = tiny(model_type)
     fast, slow = (processor(text=[video_prompt(processor, "Describe the video.")], videos=[random_video(0)],
                             video_metadata=_metadata(fps), return_tensors="pt") for fps in (2, 1))
     assert fast["input_ids"].shape == slow["input_ids"].shape and not torch.equal(fast["input_ids"], slow["input_ids"])

@@ -201,7 +201,7 @@ def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(m
 
 
 @pytest.mark.parametrize("model_type, name", [("qwen2_vl", "PndQwen2VL"), ("qwen3_vl", "PndHf"), ("internvl", "PndHf"),
-                                              ("smolvlm", "PndHf")])
+                                              ("smolvlm", "PndHf"), ("video_llama_3", "PndHf")])
 def test_pnd_qwen2_vl_in_process_equals_the_reference(tmp_path, model_type, name):
     """The same class on a Qwen2-VL checkpoint (M-RoPE positions), and pnd_hf on a Qwen3-VL one (the prior hides
     the whole expansion), called as lmms-eval calls it."""

@@ -30,7 +30,7 @@ def teacher_forced(model, inputs, prior):
     return logprobs.gather(1, ids[0, start:end, None]).sum()
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl", "smolvlm"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "internvl", "smolvlm", "video_llama_3"])
 @pytest.mark.parametrize("prior_mode", ["masked", "text"])
 def test_scores_equal_teacher_forced_forwards(tiny, model_type, prior_mode):
     model, processor = tiny(model_type)

@@ -10,7 +10,7 @@ Example:
 
 from __future__ import annotations
 
-from . import glm4v, internvl, llava, perception_lm, qwen2_vl, qwen3_vl, smolvlm, video_llava  # noqa: F401  (each family registers itself)
+from . import glm4v, internvl, llava, perception_lm, qwen2_vl, qwen3_vl, smolvlm, video_llama_3, video_llava  # noqa: F401  (each family registers itself)
 from .registry import Architecture, architecture_for, register, registered, supported_model_types
 
 __all__ = ["Architecture", "architecture_for", "register", "registered", "supported_model_types"]
