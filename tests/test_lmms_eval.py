@@ -243,3 +243,22 @@ def test_generate_until_in_batches_gives_what_one_document_at_a_time_gives(root)
     model.batch_size_per_gpu = 1
     assert batched == model.generate_until(requests)
     assert len(set(batched)) > 1, "the documents should not all give the same text"
+
+
+def test_pnd_hf_batches_smolvlm_documents(tmp_path):
+    """SmolVLM's processor takes images per prompt: a batch of two image documents gives what each alone gives."""
+    from types import SimpleNamespace
+
+    from pnd.integrations.lmms_eval import PndHf
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model("smolvlm")
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    lm = PndHf(pretrained=str(tmp_path / "model"), alpha=ALPHA, device="cpu", batch_size=2)
+    lm.task_dict = {"t": {"test": [{"image": mme_image(i), "question": "Is it red?" + " Answer." * i} for i in range(2)]}}
+    requests = [SimpleNamespace(args=(doc["question"], {"max_new_tokens": 4}, lambda d: [d["image"]], i, "t", "test"))
+                for i, doc in enumerate(lm.task_dict["t"]["test"])]
+    batched = lm.generate_until(requests)
+    lm.batch_size_per_gpu = 1
+    assert batched == lm.generate_until(requests)
