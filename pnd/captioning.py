@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from .architectures import architecture_for
 from .logits_processor import PriorNormalized
 from .prompts import video_prompt
 from .video import check_frames
@@ -38,6 +39,7 @@ def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float
     """
     for video in videos:
         check_frames(video)
+    architecture_for(model).check_video_batch(videos)
     inputs = processor(text=[video_prompt(processor, prompt)] * len(videos), videos=list(videos),
                        return_tensors="pt", padding=True).to(model.device)
     processors = [] if alpha is None else [PriorNormalized(alpha, plausibility=plausibility)]

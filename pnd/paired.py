@@ -27,6 +27,7 @@ from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 
 from ._compat import compiled_forward, compiles_decoding, generation_config, layer_states, position_ids_for_generation
 from .architectures import Architecture, architecture_for
+from .architectures.expanded_text import bind_processor
 from .cache import PairedCache, PairedStaticCache
 from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
 from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
@@ -80,11 +81,14 @@ class Generation:
         return self.pending.pop()
 
 
-def attach(model, prefill: str = "auto"):
+def attach(model, processor=None, prefill: str = "auto"):
     """Make `model.generate` honour `PriorNormalized` processors. Idempotent.
 
     Args:
         model: a supported Hugging Face vision-language model (`pnd.supported_model_types()`).
+        processor: the processor that builds the model's inputs. Needed by the families whose processor writes
+            text around the visual tokens that no delimiter token bounds (InternVL, SmolVLM, VideoLLaMA3: the prior
+            reads the expansion with it; README, "Supported families"); the others ignore it.
         prefill: how the prior's prefill runs. "auto" (default): packed into the conditioned prompt's call
             where the model runs SDPA attention without a sliding window, else a language-model call of its
             own; "own_call": always its own call; "own_call_no_reuse": its own call that also recomputes the
@@ -102,6 +106,8 @@ def attach(model, prefill: str = "auto"):
     """
     if prefill not in PREFILL_STRATEGIES:
         raise ValueError(f"prefill must be one of {', '.join(map(repr, PREFILL_STRATEGIES))}, got {prefill!r}.")
+    if processor is not None:
+        bind_processor(model, processor)
     if hasattr(model, "_pnd"):
         if model._pnd.prefill != prefill:
             raise ValueError(f"The model is already attached with prefill={model._pnd.prefill!r}: call "

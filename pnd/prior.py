@@ -102,7 +102,7 @@ def prior_slots(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, po
     the same positions in both passes, so its keys/values are the conditioned pass's.
     """
     length = input_ids.shape[1]
-    visual = architecture_for(model).expansion_mask(model.config, input_ids)
+    visual = architecture_for(model).expansion(model, input_ids)
     text = text_slots(visual, attention_mask)
     first_visual = visual.int().argmax(dim=1, keepdim=True)
     reused = text & (torch.arange(length, device=input_ids.device) < first_visual) if reuse else torch.zeros_like(text)
@@ -215,8 +215,10 @@ def window_masks(config, slots: PriorSlots, window: int, dtype: torch.dtype):
 
 
 def blank_encoder_outputs(model, architecture: Architecture, generate_kwargs: dict, expand_size: int) -> dict:
-    """Vision-tower outputs for all-zero pixel inputs (uniform frames), laid out as `generate` lays out its own."""
-    blank = {k: torch.zeros_like(generate_kwargs[k]) for k in architecture.pixel_keys if generate_kwargs.get(k) is not None}
+    """Vision-tower outputs for blank pixel inputs (uniform frames, `Architecture.blank_pixels`), laid out as
+    `generate` lays out its own."""
+    blank = {k: architecture.blank_pixels(generate_kwargs[k]) for k in architecture.pixel_keys
+             if generate_kwargs.get(k) is not None}
     if not blank:
         raise ValueError("prior='blank' needs the pixel inputs (pixel_values / pixel_values_videos) in generate(...).")
     return encode_visual_inputs(model, {**generate_kwargs, **blank}, expand_size)

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from ._compat import (RecurrentState, attention_implementation, cache_from_layers, has_recurrent_layers, layer_states,
                       map_states)
 from .architectures import architecture_for
+from .architectures.expanded_text import bind_processor
 from .prompts import video_prompt
 from .prior import default_position_ids, masked_prefill, sliding_window
 from .logits_processor import check_alpha_and_prior, real_number
@@ -92,6 +93,7 @@ class CaptionScorer:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
         architecture_for(model)
+        bind_processor(model, processor)
         self.model, self.processor = model, processor
         self.alpha, self.reduction, self.prior_mode = real_number(alpha), reduction, prior
         self.modality, self.frames, self.batch_size, self.progress = modality, frames, batch_size, progress

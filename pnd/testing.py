@@ -15,6 +15,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from .architectures.expanded_text import bind_processor
 from .prompts import video_prompt
 
 _CORPUS = (
@@ -35,11 +36,12 @@ _CHAT_TEMPLATE = (
 )
 
 
-def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600, named: dict | None = None) -> PreTrainedTokenizerFast:
+def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600, named: dict | None = None,
+                   corpus: tuple[str, ...] = ()) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer trained on a few sentences (about one token per word), plus special tokens.
 
     `named` maps attribute names to special tokens (e.g. {"image_token": "<|image|>"}: `tokenizer.image_token` and
-    `tokenizer.image_token_id`), for processors that read them from the tokenizer.
+    `tokenizer.image_token_id`), for processors that read them from the tokenizer; `corpus` adds training sentences.
     """
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *special_tokens]
     tok = Tokenizer(models.BPE())
@@ -51,7 +53,7 @@ def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600, named: dict
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_CORPUS, trainer=trainer)
+    tok.train_from_iterator([*_CORPUS, *corpus], trainer=trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token="<|im_end|>",
@@ -68,7 +70,7 @@ def _scale_attention(model: torch.nn.Module, factor: float) -> None:
     """
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if "language_model" in name and name.endswith(("q_proj.weight", "k_proj.weight")):
+            if ("language_model" in name or "text_model" in name) and name.endswith(("q_proj.weight", "k_proj.weight")):
                 param.mul_(factor)
         for name, module in model.named_modules():  # Qwen3.5's q/k RMSNorms (gain 1 + weight, weight 0 at init)
             if "language_model" in name and name.endswith(("q_norm", "k_norm")) and not module.weight.any():
@@ -372,6 +374,36 @@ def _gemma3(seed: int):
     return model, processor
 
 
+def _internvl(seed: int):
+    from transformers import GotOcr2ImageProcessor, InternVLConfig, InternVLForConditionalGeneration
+    from transformers import InternVLProcessor, InternVLVideoProcessor
+
+    named = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
+             "video_token": "<video>"}
+    tokenizer = tiny_tokenizer(list(named.values()), named=named)
+    config = InternVLConfig(
+        vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                           image_size=32, patch_size=8),
+        text_config={**_tiny_llama(tokenizer), "model_type": "qwen2"},
+        image_token_id=tokenizer.context_image_token_id,
+        image_seq_length=4,  # (32 / 8)^2 patches, pixel-shuffled by downsample_ratio 0.5
+        downsample_ratio=0.5,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = InternVLForConditionalGeneration(config).eval()
+    size = {"height": 32, "width": 32}
+    processor = InternVLProcessor(
+        image_processor=GotOcr2ImageProcessor(size=size, max_patches=2),
+        video_processor=InternVLVideoProcessor(size=size),
+        tokenizer=tokenizer,
+        image_seq_length=4,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<IMG_CONTEXT>\n")
+        .replace("{{ video_placeholder }}", "<video>\n"),
+    )
+    return model, processor
+
+
 def _molmo2(seed: int):
     from transformers import Molmo2Config, Molmo2ForConditionalGeneration, Molmo2ImageProcessor, Molmo2Processor
     from transformers import Molmo2VideoProcessor
@@ -407,6 +439,63 @@ def _molmo2(seed: int):
     return model, processor
 
 
+def _smolvlm(seed: int):
+    from transformers import SmolVLMConfig, SmolVLMForConditionalGeneration, SmolVLMImageProcessor, SmolVLMProcessor
+    from transformers import SmolVLMVideoProcessor
+    from transformers.models.smolvlm.processing_smolvlm import DEFAULT_CHAT_TEMPLATE
+
+    named = {"fake_image_token": "<fake_token_around_image>", "image_token": "<image>",
+             "global_image_token": "<global-img>", "end_of_utterance_token": "<end_of_utterance>", "video_token": "<video>"}
+    tiles = [f"<row_{row}_col_{col}>" for row in (1, 2) for col in (1, 2)]
+    # the intro trained in, so that " You" after the template's "User:" is one token (half template, half expansion)
+    tokenizer = tiny_tokenizer([*named.values(), *tiles], named=named,
+                               corpus=("User: You are provided the following series of frames from a video",))
+    config = SmolVLMConfig(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=32, patch_size=8),
+        text_config=_tiny_llama(tokenizer),
+        image_token_id=tokenizer.image_token_id,
+        scale_factor=2,  # (32 / 8)^2 / 2^2 = 4 tokens per frame or tile
+    )
+    torch.manual_seed(seed)
+    model = SmolVLMForConditionalGeneration(config).eval()
+    tile = {"longest_edge": 32}
+    processor = SmolVLMProcessor(
+        image_processor=SmolVLMImageProcessor(size={"longest_edge": 64}, max_image_size=tile),
+        video_processor=SmolVLMVideoProcessor(size=tile, max_image_size=tile),
+        tokenizer=tokenizer,
+        image_seq_len=4,
+        chat_template=DEFAULT_CHAT_TEMPLATE,  # SmolVLM's own, which its processor also forces for videos
+    )
+    return model, processor
+
+
+def _video_llama_3(seed: int):
+    from transformers import VideoLlama3Config, VideoLlama3ForConditionalGeneration, VideoLlama3ImageProcessor
+    from transformers import VideoLlama3Processor, VideoLlama3VideoProcessor
+
+    named = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"}
+    tokenizer = tiny_tokenizer(list(named.values()), named=named)
+    config = VideoLlama3Config(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           patch_size=14),
+        text_config={**_tiny_llama(tokenizer), "model_type": "qwen2"},
+        image_token_id=tokenizer.image_token_id,
+        video_token_id=tokenizer.video_token_id,
+    )
+    torch.manual_seed(seed)
+    model = VideoLlama3ForConditionalGeneration(config).eval()
+    pixels = dict(min_pixels=56 * 56, max_pixels=56 * 56)
+    processor = VideoLlama3Processor(
+        image_processor=VideoLlama3ImageProcessor(**pixels),
+        video_processor=VideoLlama3VideoProcessor(min_pixels=112 * 112, max_pixels=112 * 112),
+        tokenizer=tokenizer,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|image_pad|>")
+        .replace("{{ video_placeholder }}", "<|video_pad|>"),
+    )
+    return model, processor
+
+
 _BUILDERS = {
     "llava_onevision": _llava_onevision,
     "qwen2_vl": lambda seed: _qwen2_vl(seed, "qwen2_vl"),
@@ -422,10 +511,13 @@ _BUILDERS = {
     "perception_lm": _perception_lm,
     "gemma3": _gemma3,
     "molmo2": _molmo2,
+    "internvl": _internvl,
+    "smolvlm": _smolvlm,
+    "video_llama_3": _video_llama_3,
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
-                       "perception_lm", "qwen3_5", "qwen3_5_moe")
+                       "perception_lm", "qwen3_5", "qwen3_5_moe", "internvl", "smolvlm", "video_llama_3")
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
@@ -439,7 +531,7 @@ def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
         **text: overrides of the language model's config, for "llava_onevision" (e.g. hidden_size=512).
 
     Returns:
-        (model, processor).
+        (model, processor); the processor is bound to the model, as `pnd.attach(model, processor)` binds it.
 
     Example:
         >>> from pnd.testing import tiny_model
@@ -449,6 +541,7 @@ def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
     """
     model, processor = _BUILDERS[model_type](seed, **text) if text else _BUILDERS[model_type](seed)
     _scale_attention(model, sharpen)
+    bind_processor(model, processor)  # as pnd.attach(model, processor) does
     return model, processor
 
 
@@ -485,5 +578,5 @@ def tiny_inputs(processor, model_type: str, prompts=("Describe the video.",), se
     texts = [video_prompt(processor, prompt, kind) for prompt in prompts]
     visuals = [random_video(seed + i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]
     if kind == "image":
-        return processor(text=texts, images=[[v[0]] for v in visuals], return_tensors="pt", padding=True)
+        return processor(text=texts, images=[[v[0]] for v in visuals], return_tensors="pt", padding=True)  # per prompt
     return processor(text=texts, videos=visuals, return_tensors="pt", padding=True)

@@ -11,10 +11,13 @@ The expansion is read here with a plain loop over the tokens, and `processor_exp
 processor's own record of its replacements: tests check the two (and pnd's adapters) agree.
 """
 
+import re
+
 import torch
 
 PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw",
-              "image_token_pooling", "image_grids", "image_num_crops")
+              "image_token_pooling", "image_grids", "image_num_crops",
+              "image_merge_sizes", "video_merge_sizes", "video_compression_mask")
 # per-token inputs that make a family's visual blocks attend bidirectionally (the generated tokens are text: 0)
 BIDIRECTIONAL = {"gemma3": "token_type_ids", "molmo2": "mm_token_type_ids"}
 
@@ -40,11 +43,43 @@ WRAPPED = {"gemma3": ("boi_token_id", "eoi_token_id")}
 BLOCKS = {"molmo2": (("image_start_token_id", "low_res_image_start_token_id"), "image_end_token_id")}
 
 
+# families whose processor writes unbounded text around the placeholders: what it writes, as it writes it (read
+# from the prompt's text with the processor bound to the model; the tiny models' token strings)
+_INTERNVL_FRAME = "<img>(?:<IMG_CONTEXT>)+</img>"
+_SMOLVLM_IMAGE = "<fake_token_around_image><global-img>(?:<image>)+<fake_token_around_image>"
+_SMOLVLM_TILE = "<fake_token_around_image><row_[0-9]+_col_[0-9]+>(?:<image>)+"
+TEXT_EXPANDED = {
+    "internvl": rf"Frame1: {_INTERNVL_FRAME}(?:\nFrame[0-9]+: {_INTERNVL_FRAME})*|{_INTERNVL_FRAME}",
+    "smolvlm": r"You are provided the following series of [a-z -]+ frames from a [0-9:]+ \[H:MM:SS\] video\.\n"
+               rf"(?:\nFrame from [0-9]+:[0-9][0-9]:{_SMOLVLM_IMAGE})+\n\n"
+               rf"|(?:(?:{_SMOLVLM_TILE})+\n)+\n{_SMOLVLM_IMAGE}|{_SMOLVLM_IMAGE}",
+    "video_llama_3": r"Time [0-9]+\.[0-9]s:(?:<\|video_pad\|>)+(?:,Time [0-9]+\.[0-9]s:(?:<\|video_pad\|>)*)*"
+                     r"|(?:<\|image_pad\|>)+",
+}
+
+
+def _text_expansion(model, input_ids):
+    """Tokens holding a character of a match of the family's TEXT_EXPANDED pattern in the decoded prompt."""
+    tokenizer = model._pnd_processor.tokenizer
+    mask = torch.zeros_like(input_ids, dtype=torch.bool)
+    for row, ids in enumerate(input_ids.tolist()):
+        pieces = [tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in ids]
+        assert "".join(pieces) == tokenizer.decode(ids, clean_up_tokenization_spaces=False)  # per-token text adds up
+        ends = torch.tensor([len(p) for p in pieces]).cumsum(0)
+        for match in re.finditer(TEXT_EXPANDED[model.config.model_type], "".join(pieces)):
+            begin, end = match.span()
+            mask[row] |= (ends - torch.tensor([len(p) for p in pieces]) < end) & (ends > begin)
+    return mask
+
+
 def visual_positions(model, input_ids):
     """The visual expansion: the placeholder tokens, for DELIMITED families every token inside an outermost
     start...end pair, for WRAPPED families every start...end pair with its ends and the token on each side, for
-    BLOCKS families every block with its ends."""
+    BLOCKS families every block with its ends, for TEXT_EXPANDED families every token holding a character of the
+    processor's text."""
     config = model.config
+    if config.model_type in TEXT_EXPANDED:
+        return _text_expansion(model, input_ids)
     if config.model_type in BLOCKS:
         starts, end = BLOCKS[config.model_type]
         starts = [getattr(config, k) for k in starts]

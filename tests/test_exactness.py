@@ -49,7 +49,7 @@ def test_normalization_changes_decoding(tiny, model_type):
 
 
 ALPHA_ZERO_FAMILIES = ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "qwen3_5",
-                       "gemma3", "molmo2")
+                       "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3")
 ALPHA_ZERO_CASES = [(model_type, mode) for model_type in ALPHA_ZERO_FAMILIES for mode in ("greedy", "beam", "sample")
                     if (model_type, mode) != ("glm4v", "beam")]  # GLM-4V video + beam crashes in transformers itself
 
@@ -70,7 +70,7 @@ def test_alpha_zero_is_plain_generate(tiny, model_type, mode):
 
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "llava", "qwen3_vl", "glm4v", "video_llava", "perception_lm",
-                                        "qwen3_5", "gemma3", "molmo2"])
+                                        "qwen3_5", "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3"])
 def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
     model, processor = tiny(model_type)
     batch = tiny_inputs(processor, model_type, PROMPTS)
@@ -83,7 +83,9 @@ def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
 
 @pytest.mark.parametrize("model_type, image", [("llava_onevision", False), ("qwen2_vl", False), ("qwen3_vl", False),
                                                ("video_llava", False), ("glm4v", True), ("perception_lm", False),
-                                               ("qwen3_5", False), ("gemma3", True), ("molmo2", True)])
+                                               ("qwen3_5", False), ("gemma3", True), ("molmo2", True),
+                                               ("internvl", False), ("internvl", True), ("smolvlm", False),
+                                               ("smolvlm", True), ("video_llama_3", False), ("video_llama_3", True)])
 def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type, image):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS, image=image)
@@ -99,7 +101,7 @@ def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type, im
             alone = tiny_inputs(processor, model_type, PROMPTS[row // 2 : row // 2 + 1], seed=row // 2, image=image)
             pixels = {k: alone[k] for k in pixel_inputs}
         else:
-            pixels = _pixels_of(pixel_inputs, row // 2, model_type)
+            pixels = _pixels_of(pixel_inputs, row // 2, model, inputs)
         one = {k: v[row : row + 1] for k, v in row_inputs.items()} | pixels
         scores = forced_scores(model, one, generated[None, :length], alpha)[0]
         total = scores.gather(1, generated[:length, None]).sum()
@@ -107,19 +109,33 @@ def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type, im
         assert (generated[length:] == pad).all()
 
 
-def _pixels_of(pixel_inputs, index, model_type):
-    """The visual inputs of prompt `index` alone (the Qwen-style processors flatten the patches of all visuals)."""
-    for grid_key, pixel_key in (("video_grid_thw", "pixel_values_videos"), ("image_grid_thw", "pixel_values")):
-        if grid_key in pixel_inputs:
-            grid = pixel_inputs[grid_key]
+def _pixels_of(pixel_inputs, index, model, inputs):
+    """The visual inputs of prompt `index` alone (the Qwen-style processors and InternVL flatten the patches of all
+    visuals)."""
+    if model.config.model_type == "internvl":  # image_seq_length placeholders per frame or image tile
+        tiles = (inputs["input_ids"] == model.config.image_token_id).sum(1) // model.config.image_seq_length
+        start = int(tiles[:index].sum())
+        return {"pixel_values": pixel_inputs["pixel_values"][start : start + int(tiles[index])]}
+    for kind, pixel_key in (("video", "pixel_values_videos"), ("image", "pixel_values")):
+        if f"{kind}_grid_thw" in pixel_inputs:
+            grid = pixel_inputs[f"{kind}_grid_thw"]
             sizes = grid.prod(-1).tolist()
             start = sum(sizes[:index])
-            return {grid_key: grid[index : index + 1], pixel_key: pixel_inputs[pixel_key][start : start + sizes[index]]}
+            one = {f"{kind}_grid_thw": grid[index : index + 1],
+                   pixel_key: pixel_inputs[pixel_key][start : start + sizes[index]]}
+            if f"{kind}_merge_sizes" in pixel_inputs:  # VideoLLaMA3: per-visual merge sizes, per-feature compression
+                merges = pixel_inputs[f"{kind}_merge_sizes"]
+                one[f"{kind}_merge_sizes"] = merges[index : index + 1]
+                features = [size // int(m) ** 2 for size, m in zip(sizes, merges)]
+                if "video_compression_mask" in pixel_inputs and kind == "video":
+                    first = sum(features[:index])
+                    one["video_compression_mask"] = pixel_inputs["video_compression_mask"][first : first + features[index]]
+            return one
     return {k: v[index : index + 1] for k, v in pixel_inputs.items()}
 
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm",
-                                        "qwen3_5", "gemma3", "molmo2"])
+                                        "qwen3_5", "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3"])
 def test_sampling_scores_are_reference_scores(tiny, model_type):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)
@@ -133,7 +149,7 @@ def test_sampling_scores_are_reference_scores(tiny, model_type):
 
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm",
-                                        "qwen3_5", "gemma3", "molmo2"])
+                                        "qwen3_5", "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3"])
 def test_prior_ignores_pixels_and_equals_masked_forward(tiny, model_type):
     model, processor = tiny(model_type)
     a = tiny_inputs(processor, model_type, PROMPTS, seed=0)

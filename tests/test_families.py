@@ -11,6 +11,7 @@ import pnd
 from pnd.architectures import Architecture, architecture_for
 from pnd.prompts import video_prompt
 from pnd.testing import random_video
+from pnd.testing import tiny_inputs as tiny_inputs_of
 
 from reference import full_logits, processor_expansion, visual_positions
 
@@ -35,17 +36,20 @@ MORE_THAN_PLACEHOLDERS = {
     "glm4v": {"video": True, "image": False}, "glm4v_moe": {"video": True, "image": False},
     "video_llava": {"video": False, "image": False}, "perception_lm": {"video": False, "image": False},
     "gemma3": {"image": True}, "molmo2": {"image": True},
+    "internvl": {"video": True, "image": True}, "smolvlm": {"video": True, "image": True},
+    "video_llama_3": {"video": True, "image": False},
 }
 
 
 @pytest.mark.parametrize("model_type, modality", [(t, m) for t, modalities in sorted(MORE_THAN_PLACEHOLDERS.items())
                                                   for m in modalities])
 def test_expansion_mask_is_what_the_processor_replaced(tiny, model_type, modality):
+    """Fails with a placeholder-only mask for every family and modality marked True in MORE_THAN_PLACEHOLDERS."""
     model, processor = tiny(model_type)
     ids, replaced = _expansions(processor, modality)
     placeholders = architecture_for(model).placeholder_mask(model.config, ids)
     assert (replaced & ~placeholders).any() == MORE_THAN_PLACEHOLDERS[model_type][modality]
-    assert torch.equal(architecture_for(model).expansion_mask(model.config, ids), replaced)
+    assert torch.equal(architecture_for(model).expansion(model, ids), replaced)
     assert torch.equal(visual_positions(model, ids), replaced)  # the brute-force reference hides the same tokens
 
 
@@ -113,7 +117,7 @@ def test_a_placeholder_outside_a_vision_block_is_an_error(tiny):
         pnd.prior_logits(model, input_ids=ids)
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_vl", "glm4v"])
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "glm4v", "internvl", "smolvlm", "video_llama_3"])
 def test_own_call_prefill_matches_brute_force(model_type):
     """The prior's prefill as a language-model call of its own (no packing) gives the reference's tokens too."""
     from pnd.testing import tiny_inputs, tiny_model
@@ -128,10 +132,9 @@ def test_own_call_prefill_matches_brute_force(model_type):
     assert torch.equal(out[:, -4:], greedy(model, inputs, 0.7, 4, banned=[model.generation_config.eos_token_id])[0])
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_5"])
-def test_pnd_caption_on_a_local_model_folder(tmp_path, model_type):
-    """`pnd caption --model FOLDER` on a saved Qwen3-VL or Qwen3.5 gives what `model.generate` with PriorNormalized
-    gives here."""
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_5", "internvl", "smolvlm", "video_llama_3"])
+def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
+    """`pnd caption --model FOLDER` on a saved model gives what `model.generate` with PriorNormalized gives here."""
     import json
     import pathlib
     import subprocess
@@ -151,8 +154,8 @@ def test_pnd_caption_on_a_local_model_folder(tmp_path, model_type):
     got = json.loads((tmp_path / "out.jsonl").read_text())["caption"]
     inputs = processor(text=[video_prompt(processor, "Describe the video.")],
                        videos=[read_video(tmp_path / "v.mp4", 4)], return_tensors="pt")
-    out = pnd.attach(model).generate(**inputs, max_new_tokens=6, do_sample=False,
-                                     logits_processor=[pnd.PriorNormalized(0.5)])
+    out = pnd.attach(model, processor).generate(**inputs, max_new_tokens=6, do_sample=False,
+                                                logits_processor=[pnd.PriorNormalized(0.5)])
     assert got == processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
 
 
@@ -164,3 +167,109 @@ def test_pnd_models_lists_every_family(capsys):
     assert "qwen3_vl, qwen3_vl_moe: Qwen3-VL / Qwen3-VL-MoE" in lines and "glm4v, glm4v_moe: GLM-4.1V / GLM-4.5V" in lines
     listed = [t for line in lines for t in line.split(":")[0].split(", ")]
     assert sorted(listed) == pnd.supported_model_types()
+
+
+def _relabelled(inputs, tokenizer, old: str, new: str):
+    """`inputs` with every `old` frame label token replaced by `new` (same token count and positions)."""
+    old_id, new_id = tokenizer.convert_tokens_to_ids([old, new])
+    ids = inputs["input_ids"].where(inputs["input_ids"] != old_id, new_id)
+    return {**inputs, "input_ids": ids}
+
+
+def test_internvl_prior_hides_frame_labels(tiny):
+    """Prompts whose `FrameN:` labels differ (Frame2 written Frame7, same tokens count and positions) have the same
+    prior, the brute-force forward's with the whole expansion masked; with the placeholders masked only, the labels
+    reach the prior (the last assertion shows such a forward differs)."""
+    from pnd.testing import tiny_inputs
+
+    model, processor = tiny("internvl")
+    inputs = tiny_inputs(processor, "internvl", ("Describe the video.",))
+    relabelled = _relabelled(inputs, processor.tokenizer, "2", "7")
+    assert not torch.equal(inputs["input_ids"], relabelled["input_ids"])
+    prior = pnd.prior_logits(model, **inputs)
+    torch.testing.assert_close(prior, pnd.prior_logits(model, **relabelled), atol=1e-5, rtol=0)
+    torch.testing.assert_close(prior.float(), full_logits(model, inputs, inputs["input_ids"], prior=True),
+                               atol=1e-4, rtol=0)
+    assert not torch.allclose(_placeholders_masked(model, inputs), _placeholders_masked(model, relabelled), atol=1e-3)
+
+
+def test_internvl_needs_its_processor():
+    """InternVL's frame labels are text no token bounds: without the processor the prior refuses, naming the fix."""
+    from pnd.testing import tiny_inputs, tiny_model
+
+    model, processor = tiny_model("internvl")
+    inputs = tiny_inputs(processor, "internvl")
+    del model._pnd_processor
+    with pytest.raises(ValueError, match=r"pnd.attach\(model, processor\)"):
+        pnd.attach(model).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
+    pnd.detach(model)
+    out = pnd.attach(model, processor).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
+    assert out.shape[1] == inputs["input_ids"].shape[1] + 2
+
+
+def test_internvl_text_that_is_not_the_processors_is_an_error(tiny):
+    model, processor = tiny("internvl")
+    ids = processor.tokenizer(["user <IMG_CONTEXT> describe it."], return_tensors="pt").input_ids
+    with pytest.raises(ValueError, match="outside every InternVL expansion"):  # a placeholder with no <img> block
+        pnd.prior_logits(model, input_ids=ids)
+    joined = processor.tokenizer.convert_tokens_to_ids(["d", "e"])  # "de" is one token of this text
+    with pytest.raises(ValueError, match="not the tokenization of its own text"):
+        pnd.prior_logits(model, input_ids=torch.cat([ids[:, :1], torch.tensor([joined]), ids[:, 1:]], 1))
+
+
+def test_internvl_videos_of_different_frame_counts_are_an_error(tiny):
+    from pnd.captioning import generate_captions
+
+    model, processor = tiny("internvl")
+    videos = [random_video(0, frames=4), random_video(1, frames=6)]
+    with pytest.raises(ValueError, match=r"cannot batch videos with different frame counts \(got \[4, 6\]\)"):
+        generate_captions(pnd.attach(model, processor), processor, videos, alpha=0.5, max_new_tokens=2)
+
+
+@pytest.mark.parametrize("model_type", ["smolvlm", "video_llama_3"])
+def test_prior_hides_the_timestamps_the_processor_writes(tiny, model_type):
+    """Two videos whose expansions differ only in their timestamps (SmolVLM: the intro's duration and `Frame from
+    MM:SS:`; VideoLLaMA3: `Time t.ts:`), same token count: the same prior, the brute-force one; the
+    placeholder-only prior differs."""
+    model, processor = tiny(model_type)
+    fast, slow = (processor(text=[video_prompt(processor, "Describe the video.")], videos=[random_video(0)],
+                            video_metadata=_metadata(fps), return_tensors="pt") for fps in (2, 1))
+    assert fast["input_ids"].shape == slow["input_ids"].shape and not torch.equal(fast["input_ids"], slow["input_ids"])
+    prior = pnd.prior_logits(model, **fast)
+    torch.testing.assert_close(prior, pnd.prior_logits(model, **slow), atol=1e-5, rtol=0)
+    torch.testing.assert_close(prior.float(), full_logits(model, fast, fast["input_ids"], prior=True), atol=1e-4, rtol=0)
+    assert not torch.allclose(_placeholders_masked(model, fast), _placeholders_masked(model, slow), atol=1e-3)
+
+
+def test_smolvlm_language_model_is_its_text_model(tiny):
+    """SmolVLM's decoder is `model.model.text_model`: the prior's own prefill calls it (the packed and own-call
+    prefills are tested against the brute-force reference above)."""
+    model, processor = tiny("smolvlm")
+    assert architecture_for(model).language_model(model) is model.model.text_model
+    calls = []
+    hook = model.model.text_model.register_forward_pre_hook(lambda *args: calls.append(1))
+    try:
+        pnd.prior_logits(model, **tiny_inputs_of(processor, "smolvlm"))
+    finally:
+        hook.remove()
+    assert calls == [1]
+
+
+def test_smolvlm_blank_prior_uses_frames_that_are_not_all_zero(tiny):
+    """SmolVLM drops all-zero frames as padding, so prior="blank" runs the model on black frames (-1 after
+    normalization): its scores are the brute-force ones on such frames."""
+    model, processor = tiny("smolvlm")
+    inputs = tiny_inputs_of(processor, "smolvlm")
+    with torch.no_grad(), pytest.raises(ValueError, match="features and image tokens do not match"):
+        model(**{**inputs, "pixel_values": torch.zeros_like(inputs["pixel_values"])})  # the frames are dropped
+    black = {**inputs, "pixel_values": torch.full_like(inputs["pixel_values"], -1.0)}
+    out = pnd.attach(model, processor).generate(**inputs, max_new_tokens=3, min_new_tokens=3, do_sample=False,
+                                                output_scores=True, return_dict_in_generate=True,
+                                                logits_processor=[pnd.PriorNormalized(0.8, prior="blank")])
+    ids = inputs["input_ids"]
+    for scores in out.scores:
+        want = (torch.log_softmax(full_logits(model, inputs, ids, prior=False), -1)
+                - 0.8 * torch.log_softmax(full_logits(model, black, ids, prior=False), -1))
+        finite = torch.isfinite(scores)
+        torch.testing.assert_close(scores[finite], want[finite], atol=1e-4, rtol=0)
+        ids = torch.cat([ids, scores.argmax(-1, keepdim=True)], 1)

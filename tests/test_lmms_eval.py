@@ -58,6 +58,7 @@ class Reference:
     def __init__(self, root):
         self.model = AutoModelForImageTextToText.from_pretrained(root / "model").eval()
         self.processor = AutoProcessor.from_pretrained(root / "model")
+        self.model._pnd_processor = self.processor  # the reference reads a TEXT_EXPANDED family's expansion with it
 
     def inputs(self, text, image=None, video=None):
         kind = "image" if image is not None else "video"
@@ -200,7 +201,8 @@ def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(m
 
 
 @pytest.mark.parametrize("model_type, name", [("qwen2_vl", "PndQwen2VL"), ("qwen3_vl", "PndHf"), ("qwen3_5", "PndHf"),
-                                              ("gemma3", "PndHf"), ("molmo2", "PndHf")])
+                                              ("gemma3", "PndHf"), ("molmo2", "PndHf"), ("internvl", "PndHf"),
+                                              ("smolvlm", "PndHf"), ("video_llama_3", "PndHf")])
 def test_pnd_qwen2_vl_in_process_equals_the_reference(tmp_path, model_type, name):
     """The same class on a Qwen2-VL checkpoint (M-RoPE positions), and pnd_hf on a Qwen3-VL one (the prior hides
     the whole expansion), a Qwen3.5 one (hybrid: recurrent layers), a Gemma 3 one (sliding-window layers,
@@ -272,3 +274,22 @@ def test_loglikelihood_in_batches_gives_what_one_document_at_a_time_gives(tmp_pa
     inputs = reference.inputs(docs[0]["question"], image=docs[0]["image"])  # the most padded row of its batch
     expected = [reference.loss(inputs, choice, ALPHA) for choice in choices[0]]
     np.testing.assert_allclose([loss for loss, _ in batched[:2]], expected, atol=1e-4)
+
+
+def test_pnd_hf_batches_smolvlm_documents(tmp_path):
+    """SmolVLM's processor takes images per prompt: a batch of two image documents gives what each alone gives."""
+    from types import SimpleNamespace
+
+    from pnd.integrations.lmms_eval import PndHf
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model("smolvlm")
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    lm = PndHf(pretrained=str(tmp_path / "model"), alpha=ALPHA, device="cpu", batch_size=2)
+    lm.task_dict = {"t": {"test": [{"image": mme_image(i), "question": "Is it red?" + " Answer." * i} for i in range(2)]}}
+    requests = [SimpleNamespace(args=(doc["question"], {"max_new_tokens": 4}, lambda d: [d["image"]], i, "t", "test"))
+                for i, doc in enumerate(lm.task_dict["t"]["test"])]
+    batched = lm.generate_until(requests)
+    lm.batch_size_per_gpu = 1
+    assert batched == lm.generate_until(requests)

@@ -37,7 +37,8 @@ def teacher_forced(model, inputs, prior):
 
 
 @pytest.mark.parametrize("model_type, prior_mode", [
-    *((t, mode) for t in ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "qwen3_5")
+    *((t, mode) for t in ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "qwen3_5",
+                          "internvl", "smolvlm", "video_llama_3")
       for mode in ("masked", "text")),
     ("gemma3", "masked"),  # images only; prior="text" is refused on sliding-window models
     ("molmo2", "masked"), ("molmo2", "text"),  # images only

@@ -38,6 +38,7 @@ class Architecture:
     # False where the conditioned prompt attends bidirectionally inside a visual block (Gemma 3, Molmo2): the packed
     # prefill's causal split would drop that, so the prior's prefill runs as a call of its own
     causal_prompt: bool = True
+    same_frame_counts: bool = False  # the processor batches videos only when they have the same number of frames
 
     def placeholder_ids(self, config) -> list[int]:
         """Placeholder token ids that the processor expands for images and videos."""
@@ -52,6 +53,21 @@ class Architecture:
     def expansion_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:
         """Boolean mask (batch, L) of the visual expansion of a prompt: what the prior hides (README, "The prior")."""
         return self.placeholder_mask(config, input_ids)
+
+    def expansion(self, model, input_ids: torch.Tensor) -> torch.Tensor:
+        """`expansion_mask` of `model`'s prompts; families that read it with the processor override this."""
+        return self.expansion_mask(model.config, input_ids)
+
+    def check_video_batch(self, videos) -> None:
+        """A ValueError if the processor cannot batch these videos ((frames, 3, H, W) each) together."""
+        counts = sorted({len(video) for video in videos})
+        if self.same_frame_counts and len(counts) > 1:
+            raise ValueError(f"{self.name}'s processor cannot batch videos with different frame counts (got "
+                             f"{counts}): give every video of a batch the same number of frames, or one video a batch.")
+
+    def blank_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
+        """The pixel input of the "blank" prior: uniform frames of the same shape (all zero)."""
+        return torch.zeros_like(pixels)
 
     def language_model(self, model):
         """The decoder that runs on token ids without pixels (the prior's own prefill calls it)."""

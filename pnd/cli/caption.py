@@ -165,7 +165,7 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
                                          num_workers=args.workers, collate_fn=list)
     batches = iter(loader)  # the workers start decoding while the model loads
     model, processor = load_for_rank(args, args.model or str(DEMO_MODEL), launch)
-    attach(model)
+    attach(model, processor)
     if args.compare:
         print(f"| video | plain | normalized (alpha {args.alpha}) |\n|---|---|---|")
     started, waited, window = time.perf_counter(), 0.0, []

@@ -68,7 +68,7 @@ def run(args) -> int:
     model, processor = load_model(args.model or str(DEMO_MODEL), args.device)
     text = video_prompt(processor, instruction, modality)
     inputs = processor(text=[text], **{f"{modality}s": [visual]}, return_tensors="pt")
-    result = explain(attach(model), processor, inputs, args.alpha, max_new_tokens=args.max_new_tokens,
+    result = explain(attach(model, processor), processor, inputs, args.alpha, max_new_tokens=args.max_new_tokens,
                      top_k=args.top_k, plausibility=args.plausibility)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

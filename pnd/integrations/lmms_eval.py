@@ -82,7 +82,7 @@ class PndHf(lmms):
         self.model, self.processor = load_model(pretrained, device=device, dtype=dtype, load_in_4bit=load_in_4bit,
                                                 load_in_8bit=load_in_8bit, attn_implementation=attn_implementation,
                                                 device_map=device_map)
-        attach(self.model)
+        attach(self.model, self.processor)
         self._device = self.model.device  # lmms-eval's clean() deletes the model, the device stays needed
         self.tokenizer = self.processor.tokenizer
         self._scorer = None
@@ -106,7 +106,8 @@ class PndHf(lmms):
             texts.append(self.processor.apply_chat_template([{"role": "user", "content": content}],
                                                             add_generation_prompt=True))
             videos += [read_video(v, self.max_frames_num) for v, video in zip(visuals, is_video) if video]
-            images += [v for v, video in zip(visuals, is_video) if not video]
+            document_images = [v for v, video in zip(visuals, is_video) if not video]
+            images += [document_images] if document_images else []  # per document (SmolVLM's processor needs it)
         side, self.tokenizer.padding_side = self.tokenizer.padding_side, "left"
         try:
             inputs = self.processor(text=texts, images=images or None, videos=videos or None, return_tensors="pt",
