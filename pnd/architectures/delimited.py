@@ -54,13 +54,8 @@ class DelimitedArchitecture(MRoPEArchitecture):
         inside = torch.zeros_like(input_ids, dtype=torch.bool)
         for start, end in self.delimiters:
             inside |= inside_outermost_blocks(input_ids, getattr(config, start), getattr(config, end))
-        stray = self.placeholder_mask(config, input_ids) & ~inside
-        if stray.any():
-            rows = stray.any(-1).nonzero().flatten().tolist()
-            raise ValueError(
-                f"Prompt row(s) {rows} hold image/video tokens outside a {self.name} visual block "
-                f"({', '.join(f'{a}…{b}' for a, b in self.delimiters)}), so the extent of their expansion cannot be "
-                "determined. Build the prompt with the processor's chat template (a {'type': 'video'} or "
-                "{'type': 'image'} content part)."
-            )
+        self.check_covered(config, input_ids, inside,
+                           f"a {self.name} visual block ({', '.join(f'{a}…{b}' for a, b in self.delimiters)})",
+                           "Build the prompt with the processor's chat template (a {'type': 'video'} or {'type': 'image'} "
+                           "content part).")
         return inside

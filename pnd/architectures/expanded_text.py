@@ -77,14 +77,9 @@ class TextExpandedArchitecture(Architecture):
                 "processor that builds the inputs."
             )
         mask = tokens_in_matches(processor.tokenizer, input_ids, self.pattern(processor), self.name)
-        stray = self.placeholder_mask(model.config, input_ids) & ~mask
-        if stray.any():
-            rows = stray.any(-1).nonzero().flatten().tolist()
-            raise ValueError(
-                f"Prompt row(s) {rows} hold image/video tokens outside every {self.name} expansion pnd recognizes, so "
-                "the extent of their expansion cannot be determined. Build the inputs with the processor bound by "
-                "pnd.attach(model, processor), from a chat prompt with {'type': 'video'} or {'type': 'image'} parts."
-            )
+        self.check_covered(model.config, input_ids, mask, f"every {self.name} expansion pnd recognizes",
+                           "Build the inputs with the processor bound by pnd.attach(model, processor), from a chat "
+                           "prompt with {'type': 'video'} or {'type': 'image'} parts.")
         return mask
 
     def expansion_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:

@@ -49,14 +49,9 @@ class Molmo2Architecture(Architecture):
         start, end = config.image_start_token_id, config.image_end_token_id
         views = torch.where(input_ids == config.low_res_image_start_token_id, start, input_ids)
         blocks = inside_outermost_blocks(views, start, end) | (views == start) | (views == end)
-        stray = self.placeholder_mask(config, input_ids) & ~blocks
-        if stray.any():
-            rows = stray.any(-1).nonzero().flatten().tolist()
-            raise ValueError(
-                f"Prompt row(s) {rows} hold image tokens outside a Molmo2 image block (<im_start>…<im_end>), so the "
-                "extent of their expansion cannot be determined. Build the prompt with Molmo2's processor (an "
-                "{'type': 'image'} part of the chat template) and do not truncate it."
-            )
+        self.check_covered(config, input_ids, blocks, "a Molmo2 image block (<im_start>…<im_end>)",
+                           "Build the prompt with Molmo2's processor (an {'type': 'image'} part of the chat template) "
+                           "and do not truncate it.")
         return blocks
 
 

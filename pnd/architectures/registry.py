@@ -50,6 +50,15 @@ class Architecture:
         ids = torch.tensor(self.placeholder_ids(config), device=input_ids.device)
         return torch.isin(input_ids, ids)
 
+    def check_covered(self, config, input_ids: torch.Tensor, covered: torch.Tensor, where: str, fix: str) -> None:
+        """Raise when a placeholder of `input_ids` lies outside `covered`, the expansion found: its extent is unknown.
+        `where` names the blocks looked for, `fix` says how to build the prompt."""
+        stray = self.placeholder_mask(config, input_ids) & ~covered
+        if stray.any():
+            rows = stray.any(-1).nonzero().flatten().tolist()
+            raise ValueError(f"Prompt row(s) {rows} hold image/video tokens outside {where}, so the extent of their "
+                             f"expansion cannot be determined. {fix}")
+
     def expansion_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:
         """Boolean mask (batch, L) of the visual expansion of a prompt: what the prior hides (README, "The prior")."""
         return self.placeholder_mask(config, input_ids)
