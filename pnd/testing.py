@@ -72,9 +72,13 @@ def _scale_attention(model: torch.nn.Module, factor: float) -> None:
         for name, param in model.named_parameters():
             if ("language_model" in name or "text_model" in name) and name.endswith(("q_proj.weight", "k_proj.weight")):
                 param.mul_(factor)
-        for name, module in model.named_modules():  # Qwen3.5's q/k RMSNorms (gain 1 + weight, weight 0 at init)
-            if "language_model" in name and name.endswith(("q_norm", "k_norm")) and not module.weight.any():
-                module.weight.fill_(factor - 1)  # undo the q/k scaling: scale their gain instead
+        # q/k RMSNorms right after the projections (Qwen3-VL, Qwen3.5, Gemma 3) undo that scaling: scale their gain
+        for name, module in model.named_modules():
+            if "language_model" in name and name.endswith(("q_norm", "k_norm")):
+                if module.weight.any():
+                    module.weight.mul_(factor)  # gain = weight (ones at init)
+                else:
+                    module.weight.fill_(factor - 1)  # gain = 1 + weight (zeros at init)
         model.get_output_embeddings().weight.mul_(factor)
 
 
