@@ -1,11 +1,12 @@
 import functools
+import os
 
 import pytest
 import torch
 
 from pnd.testing import tiny_model
 
-torch.set_num_threads(2)
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", 2)))  # 2 (CI's cores) unless the caller chose
 
 
 @functools.lru_cache(maxsize=None)
