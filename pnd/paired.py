@@ -81,7 +81,7 @@ class Generation:
         return self.pending.pop()
 
 
-def attach(model, processor=None, prefill: str = "auto"):
+def attach(model, processor=None, *, prefill: str = "auto"):
     """Make `model.generate` honour `PriorNormalized` processors. Idempotent.
 
     Args:
@@ -104,6 +104,9 @@ def attach(model, processor=None, prefill: str = "auto"):
         >>> out = pnd.attach(model).generate(**tiny_inputs(processor, "llava"), max_new_tokens=2,
         ...                                  logits_processor=[pnd.PriorNormalized(0.5)])
     """
+    if isinstance(processor, str):
+        raise TypeError(f"pnd.attach's second argument is the processor, got the string {processor!r}: pass the "
+                        f"prefill strategy by name, pnd.attach(model, prefill={processor!r}) (it moved in 0.2).")
     if prefill not in PREFILL_STRATEGIES:
         raise ValueError(f"prefill must be one of {', '.join(map(repr, PREFILL_STRATEGIES))}, got {prefill!r}.")
     if processor is not None:

@@ -55,3 +55,10 @@ def test_lmms_eval_refuses_max_frames_num_below_one_at_construction(frames):
 
     with pytest.raises(ValueError, match=r"max_frames_num must be a positive integer.*got"):
         PndHf(pretrained="/nonexistent/never/loaded", max_frames_num=frames)
+
+
+def test_a_prefill_strategy_in_the_processor_slot_says_to_name_it(tiny):
+    model, _ = tiny("llava")
+    with pytest.raises(TypeError, match=r"pnd.attach\(model, prefill='own_call'\)"):
+        pnd.attach(model, "own_call")
+    assert not hasattr(model, "_pnd")
