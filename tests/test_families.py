@@ -35,7 +35,7 @@ MORE_THAN_PLACEHOLDERS = {
     "qwen3_5": {"video": True, "image": False}, "qwen3_5_moe": {"video": True, "image": False},
     "glm4v": {"video": True, "image": False}, "glm4v_moe": {"video": True, "image": False},
     "video_llava": {"video": False, "image": False}, "perception_lm": {"video": False, "image": False},
-    "gemma3": {"image": True}, "molmo2": {"image": True},
+    "gemma3": {"image": True}, "molmo2": {"video": True, "image": True},
     "internvl": {"video": True, "image": True}, "smolvlm": {"video": True, "image": True},
     "video_llama_3": {"video": True, "image": False},
 }
@@ -64,6 +64,21 @@ def test_qwen3_vl_prior_hides_timestamps(tiny):
     masked only, the timestamps reach the prior (the last assertion shows such a forward differs)."""
     model, processor = tiny("qwen3_vl")
     fast, slow = _timestamped(processor, 24), _timestamped(processor, 0.5)
+    assert fast["input_ids"].shape == slow["input_ids"].shape and not torch.equal(fast["input_ids"], slow["input_ids"])
+    prior_fast, prior_slow = pnd.prior_logits(model, **fast), pnd.prior_logits(model, **slow)
+    torch.testing.assert_close(prior_fast, prior_slow, atol=1e-5, rtol=0)
+    torch.testing.assert_close(prior_fast.float(), full_logits(model, fast, fast["input_ids"], prior=True),
+                               atol=1e-4, rtol=0)
+    leaky = [_placeholders_masked(model, inputs) for inputs in (fast, slow)]
+    assert not torch.allclose(leaky[0], leaky[1], atol=1e-3)
+
+
+def test_molmo2_prior_hides_timestamps(tiny):
+    """Molmo2 videos at 2 and 0.5 fps: the same tokens but their `t.t` timestamps (the first one `0.0`, plain text
+    after the template's), so the same prior, the brute-force forward's with the whole expansion masked; with the
+    placeholders (`<im_patch>`) masked only, the timestamps and frame delimiters reach the prior."""
+    model, processor = tiny("molmo2")
+    fast, slow = _timestamped(processor, 2), _timestamped(processor, 0.5)
     assert fast["input_ids"].shape == slow["input_ids"].shape and not torch.equal(fast["input_ids"], slow["input_ids"])
     prior_fast, prior_slow = pnd.prior_logits(model, **fast), pnd.prior_logits(model, **slow)
     torch.testing.assert_close(prior_fast, prior_slow, atol=1e-5, rtol=0)
