@@ -16,8 +16,8 @@ from pnd.testing import tiny_inputs as tiny_inputs_of
 from reference import full_logits, processor_expansion, visual_positions
 
 
-def _metadata(fps):
-    return [{"fps": fps, "total_num_frames": 4, "frames_indices": [0, 1, 2, 3]}]
+def _metadata(fps, first=0):
+    return [{"fps": fps, "total_num_frames": first + 4, "frames_indices": list(range(first, first + 4))}]
 
 
 def _expansions(processor, modality):
@@ -53,39 +53,36 @@ def test_expansion_mask_is_what_the_processor_replaced(tiny, model_type, modalit
     assert torch.equal(visual_positions(model, ids), replaced)  # the brute-force reference hides the same tokens
 
 
-def _timestamped(processor, fps):
+def _timestamped(processor, fps, first=0):
+    """One video's processor outputs, its 4 frames sampled at `fps` from frame `first` on."""
     text = [video_prompt(processor, "Describe the video.")]
-    return processor(text=text, videos=[random_video(0)], video_metadata=_metadata(fps), return_tensors="pt")
+    return processor(text=text, videos=[random_video(0)], video_metadata=_metadata(fps, first), return_tensors="pt")
+
+
+def _assert_prior_hides_timestamps(model, processor, fps_pair, first=0):
+    """Two videos whose expansions differ only in their timestamp text (same token count, same positions): the prior
+    is the same, and equals the brute-force forward with the whole expansion masked. With the placeholders masked
+    only, the timestamps reach the prior (the last assertion shows such a forward differs)."""
+    fast, slow = (_timestamped(processor, fps, first) for fps in fps_pair)
+    assert fast["input_ids"].shape == slow["input_ids"].shape and not torch.equal(fast["input_ids"], slow["input_ids"])
+    prior_fast, prior_slow = pnd.prior_logits(model, **fast), pnd.prior_logits(model, **slow)
+    torch.testing.assert_close(prior_fast, prior_slow, atol=1e-5, rtol=0)
+    torch.testing.assert_close(prior_fast.float(), full_logits(model, fast, fast["input_ids"], prior=True),
+                               atol=1e-4, rtol=0)
+    leaky = [_placeholders_masked(model, inputs) for inputs in (fast, slow)]
+    assert not torch.allclose(leaky[0], leaky[1], atol=1e-3)
 
 
 def test_qwen3_vl_prior_hides_timestamps(tiny):
-    """Two videos whose expansions differ only in their `<t seconds>` text (same token count, same positions): the
-    prior is the same, and equals the brute-force forward with the whole expansion masked. With the placeholders
-    masked only, the timestamps reach the prior (the last assertion shows such a forward differs)."""
-    model, processor = tiny("qwen3_vl")
-    fast, slow = _timestamped(processor, 24), _timestamped(processor, 0.5)
-    assert fast["input_ids"].shape == slow["input_ids"].shape and not torch.equal(fast["input_ids"], slow["input_ids"])
-    prior_fast, prior_slow = pnd.prior_logits(model, **fast), pnd.prior_logits(model, **slow)
-    torch.testing.assert_close(prior_fast, prior_slow, atol=1e-5, rtol=0)
-    torch.testing.assert_close(prior_fast.float(), full_logits(model, fast, fast["input_ids"], prior=True),
-                               atol=1e-4, rtol=0)
-    leaky = [_placeholders_masked(model, inputs) for inputs in (fast, slow)]
-    assert not torch.allclose(leaky[0], leaky[1], atol=1e-3)
+    """Qwen3-VL's `<t seconds>` timestamps, at 24 and 0.5 fps (`_assert_prior_hides_timestamps`)."""
+    _assert_prior_hides_timestamps(*tiny("qwen3_vl"), (24, 0.5))
 
 
 def test_molmo2_prior_hides_timestamps(tiny):
-    """Molmo2 videos at 2 and 0.5 fps: the same tokens but their `t.t` timestamps (the first one `0.0`, plain text
-    after the template's), so the same prior, the brute-force forward's with the whole expansion masked; with the
-    placeholders (`<im_patch>`) masked only, the timestamps and frame delimiters reach the prior."""
-    model, processor = tiny("molmo2")
-    fast, slow = _timestamped(processor, 2), _timestamped(processor, 0.5)
-    assert fast["input_ids"].shape == slow["input_ids"].shape and not torch.equal(fast["input_ids"], slow["input_ids"])
-    prior_fast, prior_slow = pnd.prior_logits(model, **fast), pnd.prior_logits(model, **slow)
-    torch.testing.assert_close(prior_fast, prior_slow, atol=1e-5, rtol=0)
-    torch.testing.assert_close(prior_fast.float(), full_logits(model, fast, fast["input_ids"], prior=True),
-                               atol=1e-4, rtol=0)
-    leaky = [_placeholders_masked(model, inputs) for inputs in (fast, slow)]
-    assert not torch.allclose(leaky[0], leaky[1], atol=1e-3)
+    """Molmo2's `t.t` timestamps from frame 1 on at 2 and 0.5 fps (`0.5 …` and `2.0 …`), the first one plain text
+    right after the template's (`_assert_prior_hides_timestamps`; with the placeholders `<im_patch>` masked only, the
+    timestamps and the frame delimiters reach the prior)."""
+    _assert_prior_hides_timestamps(*tiny("molmo2"), (2, 0.5), first=1)
 
 
 def test_qwen3_vl_decoding_hides_timestamps(tiny):
