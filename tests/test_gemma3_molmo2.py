@@ -227,6 +227,23 @@ def test_molmo2_video_beam_scores_are_reference_normalized_scores(tiny):
         torch.testing.assert_close(out.sequences_scores[row], total / length, atol=1e-4, rtol=0)
 
 
+def test_molmo2_video_sampling_scores_are_reference_scores(tiny):
+    """Sampling on a left-padded batch of video prompts: every step's scores are the reference's along the tokens
+    drawn."""
+    from reference import forced_scores
+
+    model, processor = tiny("molmo2")
+    inputs = _molmo2_video(processor)
+    torch.manual_seed(3)
+    out = pnd.attach(model, processor).generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=True, top_k=0,
+                                                return_dict_in_generate=True, output_scores=True,
+                                                logits_processor=[pnd.PriorNormalized(0.5)])
+    got = torch.stack(out.scores, 1)
+    reference = forced_scores(model, inputs, out.sequences[:, inputs["input_ids"].shape[1]:], 0.5)
+    finite = torch.isfinite(got)
+    torch.testing.assert_close(got[finite], reference[finite], atol=1e-4, rtol=0)
+
+
 @pytest.mark.parametrize("mode", [{}, {"num_beams": 3, "num_return_sequences": 2}])
 def test_molmo2_video_alpha_zero_is_plain_generate(tiny, mode):
     model, processor = tiny("molmo2")
