@@ -16,7 +16,7 @@ import re
 import torch
 
 PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw",
-              "image_token_pooling", "image_grids", "image_num_crops",
+              "image_token_pooling", "image_grids", "image_num_crops", "video_token_pooling", "video_grids",
               "image_merge_sizes", "video_merge_sizes", "video_compression_mask")
 # per-token inputs that make a family's visual blocks attend bidirectionally (the generated tokens are text: 0)
 BIDIRECTIONAL = {"gemma3": "token_type_ids", "molmo2": "mm_token_type_ids"}
@@ -55,6 +55,9 @@ TEXT_EXPANDED = {
                rf"|(?:(?:{_SMOLVLM_TILE})+\n)+\n{_SMOLVLM_IMAGE}|{_SMOLVLM_IMAGE}",
     "video_llama_3": r"Time [0-9]+\.[0-9]s:(?:<\|video_pad\|>)+(?:,Time [0-9]+\.[0-9]s:(?:<\|video_pad\|>)*)*"
                      r"|(?:<\|image_pad\|>)+",
+    # Molmo2 video prompts (its image-only prompts are BLOCKS): `t.t <frame_start>…<frame_end>` per frame, spaced
+    "molmo2": r"[0-9]+\.[0-9] <frame_start>(?:<im_patch>)+<frame_end>(?: [0-9]+\.[0-9] <frame_start>(?:<im_patch>)+"
+              r"<frame_end>)*|(?:<low_res_im_start>|<im_start>)(?:<im_patch>|<im_col>)*<im_end>",
 }
 
 
@@ -75,10 +78,11 @@ def _text_expansion(model, input_ids):
 def visual_positions(model, input_ids):
     """The visual expansion: the placeholder tokens, for DELIMITED families every token inside an outermost
     start...end pair, for WRAPPED families every start...end pair with its ends and the token on each side, for
-    BLOCKS families every block with its ends, for TEXT_EXPANDED families every token holding a character of the
-    processor's text."""
+    BLOCKS families every block with its ends, for TEXT_EXPANDED families (Molmo2: its video prompts) every token
+    holding a character of the processor's text."""
     config = model.config
-    if config.model_type in TEXT_EXPANDED:
+    video_frames = getattr(config, "frame_start_token_id", None)  # Molmo2: its timestamps are text
+    if config.model_type in TEXT_EXPANDED and (config.model_type not in BLOCKS or (input_ids == video_frames).any()):
         return _text_expansion(model, input_ids)
     if config.model_type in BLOCKS:
         starts, end = BLOCKS[config.model_type]

@@ -16,8 +16,8 @@ from pnd.testing import tiny_inputs as tiny_inputs_of
 from reference import full_logits, processor_expansion, visual_positions
 
 
-def _metadata(fps):
-    return [{"fps": fps, "total_num_frames": 4, "frames_indices": [0, 1, 2, 3]}]
+def _metadata(fps, first=0):
+    return [{"fps": fps, "total_num_frames": first + 4, "frames_indices": list(range(first, first + 4))}]
 
 
 def _expansions(processor, modality):
@@ -35,7 +35,7 @@ MORE_THAN_PLACEHOLDERS = {
     "qwen3_5": {"video": True, "image": False}, "qwen3_5_moe": {"video": True, "image": False},
     "glm4v": {"video": True, "image": False}, "glm4v_moe": {"video": True, "image": False},
     "video_llava": {"video": False, "image": False}, "perception_lm": {"video": False, "image": False},
-    "gemma3": {"image": True}, "molmo2": {"image": True},
+    "gemma3": {"image": True}, "molmo2": {"video": True, "image": True},
     "internvl": {"video": True, "image": True}, "smolvlm": {"video": True, "image": True},
     "video_llama_3": {"video": True, "image": False},
 }
@@ -53,17 +53,17 @@ def test_expansion_mask_is_what_the_processor_replaced(tiny, model_type, modalit
     assert torch.equal(visual_positions(model, ids), replaced)  # the brute-force reference hides the same tokens
 
 
-def _timestamped(processor, fps):
+def _timestamped(processor, fps, first=0):
+    """One video's processor outputs, its 4 frames sampled at `fps` from frame `first` on."""
     text = [video_prompt(processor, "Describe the video.")]
-    return processor(text=text, videos=[random_video(0)], video_metadata=_metadata(fps), return_tensors="pt")
+    return processor(text=text, videos=[random_video(0)], video_metadata=_metadata(fps, first), return_tensors="pt")
 
 
-def test_qwen3_vl_prior_hides_timestamps(tiny):
-    """Two videos whose expansions differ only in their `<t seconds>` text (same token count, same positions): the
-    prior is the same, and equals the brute-force forward with the whole expansion masked. With the placeholders
-    masked only, the timestamps reach the prior (the last assertion shows such a forward differs)."""
-    model, processor = tiny("qwen3_vl")
-    fast, slow = _timestamped(processor, 24), _timestamped(processor, 0.5)
+def _assert_prior_hides_timestamps(model, processor, fps_pair, first=0):
+    """Two videos whose expansions differ only in their timestamp text (same token count, same positions): the prior
+    is the same, and equals the brute-force forward with the whole expansion masked. With the placeholders masked
+    only, the timestamps reach the prior (the last assertion shows such a forward differs)."""
+    fast, slow = (_timestamped(processor, fps, first) for fps in fps_pair)
     assert fast["input_ids"].shape == slow["input_ids"].shape and not torch.equal(fast["input_ids"], slow["input_ids"])
     prior_fast, prior_slow = pnd.prior_logits(model, **fast), pnd.prior_logits(model, **slow)
     torch.testing.assert_close(prior_fast, prior_slow, atol=1e-5, rtol=0)
@@ -71,6 +71,18 @@ def test_qwen3_vl_prior_hides_timestamps(tiny):
                                atol=1e-4, rtol=0)
     leaky = [_placeholders_masked(model, inputs) for inputs in (fast, slow)]
     assert not torch.allclose(leaky[0], leaky[1], atol=1e-3)
+
+
+def test_qwen3_vl_prior_hides_timestamps(tiny):
+    """Qwen3-VL's `<t seconds>` timestamps, at 24 and 0.5 fps (`_assert_prior_hides_timestamps`)."""
+    _assert_prior_hides_timestamps(*tiny("qwen3_vl"), (24, 0.5))
+
+
+def test_molmo2_prior_hides_timestamps(tiny):
+    """Molmo2's `t.t` timestamps from frame 1 on at 2 and 0.5 fps (`0.5 …` and `2.0 …`), the first one plain text
+    right after the template's (`_assert_prior_hides_timestamps`; with the placeholders `<im_patch>` masked only, the
+    timestamps and the frame delimiters reach the prior)."""
+    _assert_prior_hides_timestamps(*tiny("molmo2"), (2, 0.5), first=1)
 
 
 def test_qwen3_vl_decoding_hides_timestamps(tiny):
@@ -132,7 +144,7 @@ def test_own_call_prefill_matches_brute_force(model_type):
     assert torch.equal(out[:, -4:], greedy(model, inputs, 0.7, 4, banned=[model.generation_config.eos_token_id])[0])
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_5", "internvl", "smolvlm", "video_llama_3"])
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_5", "internvl", "smolvlm", "video_llama_3", "molmo2"])
 def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     """`pnd caption --model FOLDER` on a saved model gives what `model.generate` with PriorNormalized gives here."""
     import json

@@ -1,5 +1,5 @@
 """Issue 13's Gemma 3 and Molmo2 pitfalls: the expansion around the image block, sliding-window layers,
-bidirectional image blocks, video prompts whose expansion cannot be delimited.
+bidirectional image blocks, Molmo2 video prompts (their timestamps read with the processor).
 
 The decoding modes themselves (greedy, beam, sampling, left padding, alpha=0) are in tests/test_exactness.py.
 """
@@ -126,18 +126,134 @@ def test_molmo2_prior_hides_both_image_views_with_their_ends(tiny):
     assert not torch.allclose(prior, leaky.float(), atol=1e-3)
 
 
-def test_molmo2_video_is_an_error_naming_the_first_timestamp(tiny):
+def _molmo2_video_parts(processor, prompts=PROMPTS, before=""):
+    """(chat texts, visual kwargs) for one 4-frame video at 2 fps per prompt (`before` written right before it)."""
     from pnd.prompts import video_prompt
     from pnd.testing import random_video
 
+    texts = [video_prompt(processor, p).replace(processor.video_token, before + processor.video_token) for p in prompts]
+    metadata = [{"fps": 2, "total_num_frames": 4, "frames_indices": [0, 1, 2, 3]}] * len(prompts)
+    return texts, {"videos": [random_video(i) for i in range(len(prompts))], "video_metadata": metadata}
+
+
+def _molmo2_video(processor, prompts=PROMPTS, before=""):
+    """Processor outputs of `_molmo2_video_parts`, left-padded."""
+    texts, visuals = _molmo2_video_parts(processor, prompts, before)
+    return processor(text=texts, **visuals, return_tensors="pt", padding=True)
+
+
+def test_molmo2_video_needs_its_processor(tiny):
+    """Without the processor bound a video prompt is refused, naming pnd.attach(model, processor)."""
     model, processor = tiny("molmo2")
-    inputs = processor(text=[video_prompt(processor, "Describe the video.")], videos=[random_video(0)],
-                       video_metadata=[{"fps": 2, "total_num_frames": 4, "frames_indices": [0, 1, 2, 3]}],
-                       return_tensors="pt")
-    with pytest.raises(ValueError, match="timestamp as plain text"):
-        pnd.prior_logits(model, **inputs)
-    with pytest.raises(ValueError, match="timestamp as plain text"):
-        pnd.attach(model).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
+    inputs = _molmo2_video(processor, PROMPTS[:1])
+    del model._pnd_processor
+    try:
+        with pytest.raises(ValueError, match=r"pnd.attach\(model, processor\)"):
+            pnd.prior_logits(model, **inputs)
+        with pytest.raises(ValueError, match=r"pnd.attach\(model, processor\)"):
+            architecture_for(model).expansion_mask(model.config, inputs["input_ids"])
+    finally:
+        pnd.attach(model, processor)
+
+
+def test_molmo2_video_after_a_digit_is_an_error(tiny):
+    """Template text ending in a digit right before the video (`12` + `0.0` reads `120.0`): the first timestamp's
+    extent is unknown, an error; a space in between makes it known again (the processor's offsets agree)."""
+    from reference import processor_expansion
+
+    model, processor = tiny("molmo2")
+    with pytest.raises(ValueError, match="first timestamp must be a single digit"):
+        pnd.prior_logits(model, **_molmo2_video(processor, PROMPTS[:1], before="clip 12"))
+    texts, visuals = _molmo2_video_parts(processor, PROMPTS[:1], before="clip 12 ")
+    ids, replaced = processor_expansion(processor, texts, **visuals)
+    assert torch.equal(architecture_for(model).expansion(model, ids), replaced)
+
+
+def test_molmo2_video_frames_as_image_blocks(tiny):
+    """A processor with use_frame_special_tokens=False wraps each frame in `<im_start>…<im_end>`, as an image view:
+    the mask is still the processor's replacement, timestamps included (read with the processor bound)."""
+    import copy
+
+    from reference import processor_expansion
+
+    model, processor = tiny("molmo2")
+    plain_frames = copy.copy(processor)
+    plain_frames.use_frame_special_tokens = False
+    texts, visuals = _molmo2_video_parts(plain_frames)
+    ids, replaced = processor_expansion(plain_frames, texts, **visuals)
+    assert not (ids == model.config.frame_start_token_id).any()
+    try:
+        pnd.attach(model, plain_frames)
+        assert torch.equal(architecture_for(model).expansion(model, ids), replaced)
+    finally:
+        pnd.attach(model, processor)
+
+
+def test_molmo2_video_greedy_matches_brute_force(tiny):
+    """A left-padded batch of video prompts: pnd's tokens and scores are the reference's, whose prior hides the
+    timestamps, frame blocks and their ends."""
+    from reference import greedy
+
+    model, processor = tiny("molmo2")
+    inputs = _molmo2_video(processor)
+    assert (inputs["attention_mask"] == 0).any()
+    out = pnd.attach(model, processor).generate(**inputs, max_new_tokens=5, min_new_tokens=5, do_sample=False,
+                                                output_scores=True, return_dict_in_generate=True,
+                                                logits_processor=[pnd.PriorNormalized(0.7)])
+    tokens, scores = greedy(model, inputs, 0.7, 5, banned=[model.generation_config.eos_token_id])
+    assert torch.equal(out.sequences[:, -5:], tokens)
+    for got, want in zip(out.scores, scores):
+        finite = torch.isfinite(got)
+        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+
+
+def test_molmo2_video_beam_scores_are_reference_normalized_scores(tiny):
+    """Beam search with num_return_sequences on a video prompt: each returned sequence's score is the reference's
+    normalized log-probability of its tokens."""
+    from reference import forced_scores
+
+    model, processor = tiny("molmo2")
+    inputs = _molmo2_video(processor, PROMPTS[:1])
+    prompt_len, eos = inputs["input_ids"].shape[1], model.generation_config.eos_token_id
+    out = pnd.attach(model, processor).generate(**inputs, max_new_tokens=5, num_beams=3, num_return_sequences=2,
+                                                length_penalty=1.0, do_sample=False, return_dict_in_generate=True,
+                                                output_scores=True, logits_processor=[pnd.PriorNormalized(0.6)])
+    assert out.sequences.shape[0] == 2
+    for row in range(2):
+        generated = out.sequences[row, prompt_len:]
+        length = int((generated == eos).nonzero()[0, 0]) + 1 if (generated == eos).any() else len(generated)
+        scores = forced_scores(model, inputs, generated[None, :length], 0.6)[0]
+        total = scores.gather(1, generated[:length, None]).sum()
+        torch.testing.assert_close(out.sequences_scores[row], total / length, atol=1e-4, rtol=0)
+
+
+def test_molmo2_video_sampling_scores_are_reference_scores(tiny):
+    """Sampling on a left-padded batch of video prompts: every step's scores are the reference's along the tokens
+    drawn."""
+    from reference import forced_scores
+
+    model, processor = tiny("molmo2")
+    inputs = _molmo2_video(processor)
+    torch.manual_seed(3)
+    out = pnd.attach(model, processor).generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=True, top_k=0,
+                                                return_dict_in_generate=True, output_scores=True,
+                                                logits_processor=[pnd.PriorNormalized(0.5)])
+    got = torch.stack(out.scores, 1)
+    reference = forced_scores(model, inputs, out.sequences[:, inputs["input_ids"].shape[1]:], 0.5)
+    finite = torch.isfinite(got)
+    torch.testing.assert_close(got[finite], reference[finite], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("mode", [{}, {"num_beams": 3, "num_return_sequences": 2}])
+def test_molmo2_video_alpha_zero_is_plain_generate(tiny, mode):
+    model, processor = tiny("molmo2")
+    inputs = _molmo2_video(processor)
+    kwargs = dict(max_new_tokens=4, do_sample=False, return_dict_in_generate=True, output_scores=True, **mode)
+    plain = model.generate(**inputs, **kwargs)
+    ours = pnd.attach(model, processor).generate(**inputs, logits_processor=[pnd.PriorNormalized(0.0)], **kwargs)
+    assert torch.equal(plain.sequences, ours.sequences)
+    for a, b in zip(plain.scores, ours.scores):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("cut", [

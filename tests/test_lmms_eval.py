@@ -228,6 +228,32 @@ def test_pnd_qwen2_vl_in_process_equals_the_reference(tmp_path, model_type, name
     np.testing.assert_allclose([loss for loss, _ in losses], [reference.loss(inputs, c, ALPHA) for c in choices], atol=1e-4)
 
 
+def test_pnd_hf_on_a_molmo2_video_equals_the_reference(tmp_path):
+    """pnd_hf on a saved Molmo2 with a video document: its timestamps (plain text) are read with the processor pnd_hf
+    binds; generation and loglikelihood are the reference's (which hides the same expansion by its own pattern)."""
+    from types import SimpleNamespace
+
+    from helpers import write_mp4
+    from pnd.integrations.lmms_eval import PndHf
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model("molmo2")
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    write_mp4(tmp_path / "v.mp4", 4)
+    lm = PndHf(pretrained=str(tmp_path / "model"), alpha=ALPHA, max_frames_num=4, device="cpu")
+    lm.task_dict = {"t": {"test": [{"video": str(tmp_path / "v.mp4")}]}}
+    visual = lambda doc: [doc["video"]]  # noqa: E731
+    question, choices = "Describe the video.", [" yes", " a red circle"]
+    generated = lm.generate_until([SimpleNamespace(args=(question, {"max_new_tokens": 4}, visual, 0, "t", "test"))])
+    losses = lm.loglikelihood([SimpleNamespace(args=(question, c, visual, 0, "t", "test")) for c in choices])
+    reference = Reference(tmp_path)
+    inputs = reference.inputs(question, video=read_all_frames(tmp_path / "v.mp4"))
+    assert (inputs["input_ids"] == model.config.frame_start_token_id).sum() == 4
+    assert generated == [reference.generate(inputs, ALPHA, steps=4)]
+    np.testing.assert_allclose([loss for loss, _ in losses], [reference.loss(inputs, c, ALPHA) for c in choices], atol=1e-4)
+
+
 def test_generate_until_in_batches_gives_what_one_document_at_a_time_gives(root):
     """Left-padded batches of documents with images of different sizes and prompts of different lengths."""
     from types import SimpleNamespace

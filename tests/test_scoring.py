@@ -5,7 +5,7 @@ import torch
 from transformers import LogitsProcessor
 
 import pnd
-from pnd.testing import VIDEO_ARCHITECTURES, random_video
+from pnd.testing import random_video
 
 from reference import conditioned_positions, is_hybrid, visual_positions
 
@@ -36,16 +36,15 @@ def teacher_forced(model, inputs, prior):
     return logprobs.gather(1, ids[0, start:end, None]).sum()
 
 
-@pytest.mark.parametrize("model_type, prior_mode", [
-    *((t, mode) for t in ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "qwen3_5",
-                          "internvl", "smolvlm", "video_llama_3")
+@pytest.mark.parametrize("model_type, prior_mode, modality", [
+    *((t, mode, "video") for t in ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm",
+                                   "qwen3_5", "internvl", "smolvlm", "video_llama_3")
       for mode in ("masked", "text")),
-    ("gemma3", "masked"),  # images only; prior="text" is refused on sliding-window models
-    ("molmo2", "masked"), ("molmo2", "text"),  # images only
+    ("gemma3", "masked", "image"),  # images only; prior="text" is refused on sliding-window models
+    *(("molmo2", mode, modality) for mode in ("masked", "text") for modality in ("image", "video")),
 ])
-def test_scores_equal_teacher_forced_forwards(tiny, model_type, prior_mode):
+def test_scores_equal_teacher_forced_forwards(tiny, model_type, prior_mode, modality):
     model, processor = tiny(model_type)
-    modality = "image" if model_type not in VIDEO_ARCHITECTURES else "video"
     visuals = VIDEOS[:2] if modality == "video" else [video[0] for video in VIDEOS[:2]]
     scorer = pnd.CaptionScorer(model, processor, alpha=0.8, reduction="sum", prior=prior_mode, batch_size=2,
                                modality=modality)

@@ -67,6 +67,9 @@ class TextExpandedArchitecture(Architecture):
     """A family whose expansion is found by `pattern(processor)` in the prompt's text (module docstring)."""
 
     pattern: Callable[[object], re.Pattern] | None = None
+    # how to build a prompt whose expansion pnd can find (the end of the error for a placeholder outside every match)
+    prompt_fix: str = ("Build the inputs with the processor bound by pnd.attach(model, processor), from a chat prompt "
+                       "with {'type': 'video'} or {'type': 'image'} parts.")
 
     def expansion(self, model, input_ids: torch.Tensor) -> torch.Tensor:
         processor = getattr(model, "_pnd_processor", None)
@@ -78,8 +81,7 @@ class TextExpandedArchitecture(Architecture):
             )
         mask = tokens_in_matches(processor.tokenizer, input_ids, self.pattern(processor), self.name)
         self.check_covered(model.config, input_ids, mask, f"every {self.name} expansion pnd recognizes",
-                           "Build the inputs with the processor bound by pnd.attach(model, processor), from a chat "
-                           "prompt with {'type': 'video'} or {'type': 'image'} parts.")
+                           self.prompt_fix)
         return mask
 
     def expansion_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:
