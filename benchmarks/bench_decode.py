@@ -2,10 +2,16 @@
 
     .venv/bin/python benchmarks/bench_decode.py --out benchmarks/RESULTS.md          # CPU, ~8 min on 2 cores
     python benchmarks/bench_decode.py --size 7b --device cuda --dtype bfloat16 [--arch qwen2_vl]   # GPU
+    python benchmarks/bench_decode.py --arch qwen3_vl|qwen3_5 --size 7b --device cuda --dtype bfloat16
 
 Models have random weights and are built offline from a real architecture's config: `--size cpu` is
 LLaVA-OneVision (SigLIP + a 154 M-parameter Qwen2 decoder), `7b` the LLaVA-OneVision-7B / Qwen2-VL-7B
 shapes, `tiny` a seconds-long smoke run for the tests. One video prompt (text, `--frames` frames, text).
+`--arch qwen3_vl` (7b: Qwen3-VL-8B-Instruct) and `--arch qwen3_5` (7b: Qwen3.5-9B, a hybrid decoder: three Gated
+DeltaNet layers per full-attention layer) write the video as their processor does: per frame a timestamp
+(`<0.5 seconds>`, 4 text tokens here) and `<|vision_start|>` + the frame's placeholders + `<|vision_end|>`, all
+inside the template's `<|vision_start|>…<|vision_end|>`. Qwen3.5 has no static-cache part (pnd's static
+cache holds full-attention layers only).
 
 Part 1 (greedy, batch 1) compares, on the same model and inputs:
   plain        model.generate
@@ -46,6 +52,7 @@ from transformers import AutoConfig, AutoModelForImageTextToText, CompileConfig,
 from transformers.generation.logits_process import UnbatchedClassifierFreeGuidanceLogitsProcessor
 
 import pnd
+from pnd._compat import has_recurrent_layers
 from pnd.prior import default_position_ids
 from results import write_section
 
@@ -66,6 +73,46 @@ SIZES = {
                            image_size=384, patch_size=14),
                qwen_vision=dict(depth=32, embed_dim=1280, num_heads=16), qwen_pixels=448),
 }
+# Qwen3-VL and Qwen3.5 decoders by size. "7b" is Qwen3-VL-8B-Instruct's text model and Qwen3.5-9B's (hybrid: the
+# config's default layer types, a full-attention layer after every three Gated DeltaNet layers; rotary embedding on
+# a quarter of each 256-wide head). "cpu" and "tiny" keep those layouts, scaled down (tiny: special tokens above the
+# prompts' random text ids, 10-999, since a delimiter among them would unbalance the template's pairs).
+QWEN3_TEXT = {
+    "qwen3_vl": {
+        "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, head_dim=16, vocab_size=1004, mrope_section=[2, 3, 3]),
+        "cpu": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+                    num_key_value_heads=4, head_dim=64, vocab_size=32000, mrope_section=[8, 12, 12]),
+        "7b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
+                   num_key_value_heads=8, head_dim=128, vocab_size=151936, mrope_section=[24, 20, 20],
+                   rope_theta=5e6),
+    },
+    "qwen3_5": {
+        "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+                     num_key_value_heads=2, head_dim=16, vocab_size=1004, mrope_section=[2, 3, 3],
+                     partial_rotary_factor=1.0, linear_key_head_dim=16, linear_value_head_dim=16,
+                     linear_num_key_heads=2, linear_num_value_heads=4),
+        "cpu": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=8,
+                    num_key_value_heads=2, head_dim=128, vocab_size=32000, mrope_section=[6, 5, 5],
+                    partial_rotary_factor=0.25, linear_key_head_dim=64, linear_value_head_dim=64,
+                    linear_num_key_heads=6, linear_num_value_heads=12),
+        "7b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=32, num_attention_heads=16,
+                   num_key_value_heads=4, head_dim=256, vocab_size=248320, mrope_section=[11, 11, 10],
+                   partial_rotary_factor=0.25, rope_theta=1e7, linear_key_head_dim=128, linear_value_head_dim=128,
+                   linear_num_key_heads=16, linear_num_value_heads=32),
+    },
+}
+# Their vision tower (Qwen3.5's is Qwen3-VL's without deepstack) and frame side in pixels (16-pixel patches).
+QWEN3_VISION = {
+    "tiny": (dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, num_position_embeddings=16,
+                  deepstack_visual_indexes=[0]), 64),
+    "cpu": (dict(depth=2, hidden_size=128, intermediate_size=256, num_heads=2, num_position_embeddings=64,
+                 deepstack_visual_indexes=[0, 1]), 128),
+    "7b": (dict(depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16, num_position_embeddings=2304,
+                deepstack_visual_indexes=[8, 16, 24]), 448),
+}
+ARCHS = ["llava_onevision", "qwen2_vl", *QWEN3_TEXT]
+TIMESTAMP_TOKENS = 4  # "<0.5 seconds>" is a few text tokens in front of each frame
 
 
 def build_model(arch: str = "llava_onevision", size: str = "cpu", device="cpu", dtype=torch.float32, seed: int = 0):
@@ -83,6 +130,8 @@ def build_model(arch: str = "llava_onevision", size: str = "cpu", device="cpu", 
             vision_feature_select_strategy="full", image_grid_pinpoints=[[s["siglip"]["image_size"]] * 2],
             tie_word_embeddings=False,
         )
+    elif arch in QWEN3_TEXT:
+        config = _qwen3_config(arch, size)
     else:
         half_head = s["hidden"] // s["heads"] // 2
         sections = [half_head // 4, 3 * half_head // 8, half_head - half_head // 4 - 3 * half_head // 8]
@@ -100,6 +149,46 @@ def build_model(arch: str = "llava_onevision", size: str = "cpu", device="cpu", 
     return model.eval()
 
 
+def _qwen3_config(arch: str, size: str):
+    """A Qwen3-VL or Qwen3.5 config of `size` (`QWEN3_TEXT`, `QWEN3_VISION`)."""
+    text = dict(QWEN3_TEXT[arch][size])
+    rope = {"rope_type": "default", "mrope_section": text.pop("mrope_section"), "mrope_interleaved": True,
+            "rope_theta": text.pop("rope_theta", 1e6)}
+    if "partial_rotary_factor" in text:
+        rope["partial_rotary_factor"] = text.pop("partial_rotary_factor")
+    vision = dict(QWEN3_VISION[size][0])
+    if arch == "qwen3_5":
+        del vision["deepstack_visual_indexes"]
+    vocab = text["vocab_size"]
+    return AutoConfig.for_model(
+        arch, text_config=dict(**text, rope_parameters=rope, max_position_embeddings=32768, eos_token_id=None,
+                               pad_token_id=0, bos_token_id=None),
+        vision_config=dict(**vision, patch_size=16, spatial_merge_size=2, temporal_patch_size=2,
+                           out_hidden_size=text["hidden_size"]),
+        image_token_id=vocab - 2, video_token_id=vocab - 1, vision_start_token_id=vocab - 4,
+        vision_end_token_id=vocab - 3, tie_word_embeddings=False,
+    )
+
+
+def _qwen_video(config, size: str, frames: int, batch: int, generator) -> tuple[list[int], dict]:
+    """The token expansion of one Qwen-family video and its pixel inputs for `batch` rows."""
+    qwen3 = config.model_type in QWEN3_TEXT
+    patch = config.vision_config.patch_size
+    side = QWEN3_VISION[size][1] if qwen3 else SIZES[size]["qwen_pixels"]
+    grid = [frames // 2, side // patch, side // patch]
+    start, end, video = config.vision_start_token_id, config.vision_end_token_id, config.video_token_id
+    per_frame = grid[1] * grid[2] // 4
+    if qwen3:  # the template's pair around per-frame timestamps, each before its own delimited frame
+        frame = lambda: torch.randint(10, 1000, (TIMESTAMP_TOKENS,), generator=generator).tolist() + [
+            start] + [video] * per_frame + [end]
+        visual = [start] + [token for _ in range(grid[0]) for token in frame()] + [end]
+    else:
+        visual = [start] + [video] * (grid[0] * per_frame) + [end]
+    pixels = {"pixel_values_videos": torch.randn(batch * math.prod(grid), 3 * 2 * patch**2, generator=generator),
+              "video_grid_thw": torch.tensor([grid] * batch)}
+    return visual, pixels
+
+
 def video_inputs(model, size: str, frames: int, batch: int = 1, seed: int = 0) -> tuple[dict, torch.Tensor]:
     """Left-padded video prompts (text, video, text of different lengths) and the text-only prompts."""
     config, device = model.config, model.device
@@ -110,12 +199,7 @@ def video_inputs(model, size: str, frames: int, batch: int = 1, seed: int = 0) -
         visual = [config.video_token_id] * (frames * per_side**2 + 1)
         pixels = {"pixel_values_videos": torch.randn(batch, frames, 3, side, side, generator=generator)}
     else:
-        side = SIZES[size]["qwen_pixels"]
-        grid = [frames // 2, side // 14, side // 14]
-        visual = [config.vision_start_token_id] + [config.video_token_id] * (math.prod(grid) // 4) + [
-            config.vision_end_token_id]
-        pixels = {"pixel_values_videos": torch.randn(batch * math.prod(grid), 3 * 2 * 14 * 14, generator=generator),
-                  "video_grid_thw": torch.tensor([grid] * batch)}
+        visual, pixels = _qwen_video(config, size, frames, batch, generator)
     rows, texts = [], []
     for r in range(batch):
         prefix = torch.randint(10, 1000, (14,), generator=generator).tolist()
@@ -123,7 +207,7 @@ def video_inputs(model, size: str, frames: int, batch: int = 1, seed: int = 0) -
         rows.append(prefix + visual + question)
         texts.append(prefix + question)
     inputs = _left_pad(rows) | pixels
-    if config.model_type == "qwen2_vl":
+    if config.model_type != "llava_onevision":
         inputs["mm_token_type_ids"] = (inputs["input_ids"] == config.video_token_id).long() * 2
     to = {"device": device}
     inputs = {k: v.to(**to, dtype=model.dtype) if v.is_floating_point() else v.to(**to) for k, v in inputs.items()}
@@ -138,11 +222,13 @@ def _left_pad(rows: list[list[int]]) -> dict:
 
 
 class NaivePrior(LogitsProcessor):
-    """The masked prior recomputed from scratch at every step (no cache): the brute-force way."""
+    """The masked prior recomputed from scratch at every step (no cache): the brute-force way. With recurrent layers
+    (Qwen3.5), where a masked token still passes through the state, a call on the kept tokens alone at their positions."""
 
     def __init__(self, model, inputs):
         self.model, self.inputs = model, inputs
         self.visual = pnd.architectures.architecture_for(model).expansion_mask(model.config, inputs["input_ids"])
+        self.recurrent = has_recurrent_layers(model.config.get_text_config(decoder=True))
 
     @torch.no_grad()
     def __call__(self, input_ids, scores):
@@ -154,9 +240,24 @@ class NaivePrior(LogitsProcessor):
         positions = default_position_ids(self.model, input_ids, **grown, **extra)
         mask = grown["attention_mask"].clone()
         mask[:, :prompt_len] *= ~self.visual
+        if self.recurrent:  # the kept tokens hold no placeholder: no pixels
+            input_ids, mask, positions = _kept_tokens(input_ids, mask.bool(), positions)
+            extra = {}
         prior = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=False,
                            **extra).logits[:, -1]
         return torch.log_softmax(scores.float(), -1) - ALPHA * torch.log_softmax(prior.float(), -1)
+
+
+def _kept_tokens(input_ids, kept, positions):
+    """Each row's `kept` tokens alone, left-padded, with their attention mask and position ids ((rows,) batch, L)."""
+    width = int(kept.sum(1).max())
+    ids, mask = input_ids.new_zeros(input_ids.shape[0], width), kept.new_zeros(kept.shape[0], width, dtype=torch.long)
+    compact = positions.new_zeros(*positions.shape[:-1], width)
+    for row, keep in enumerate(kept):
+        n = int(keep.sum())
+        ids[row, width - n:], mask[row, width - n:] = input_ids[row, keep], 1
+        compact[..., row, width - n:] = positions[..., row, keep]
+    return ids, mask, compact
 
 
 def mitigv_vcd(model, inputs):
@@ -401,7 +502,7 @@ def static_report(model, inputs, args, device, static_rows) -> str:
     lines = [setup_line(model, args, device), "",
              f"Greedy, batch 1, {inputs['input_ids'].shape[1]}-token prompt with a {args.frames}-frame video, "
              f"{args.tokens} new tokens, `cache_implementation=\"static\"`, eager or compiled (generate's "
-             "`compile_config`: {args.compile_backend}, its defaults); each row's ratios are to plain with the same cache and "
+             f"`compile_config`: {args.compile_backend}, its defaults); each row's ratios are to plain with the same cache and "
              "compilation:", ""]
     plain = {name: measured[re.sub(r"^(pnd|plain, 2 rows)", "plain", name)] for name in measured}
     lines += method_table(static_rows, plain)
@@ -410,7 +511,7 @@ def static_report(model, inputs, args, device, static_rows) -> str:
 
 def main(argv=None) -> str:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arch", choices=["llava_onevision", "qwen2_vl"], default="llava_onevision")
+    parser.add_argument("--arch", choices=ARCHS, default="llava_onevision")
     parser.add_argument("--size", choices=list(SIZES), default="cpu")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
@@ -435,7 +536,9 @@ def main(argv=None) -> str:
         tables[f"Decoding: {args.arch}, {args.size}, {hardware(device)}"] = report(
             model, inputs, args, device, peers(model, inputs, unconditional, args, device),
             modes(model, args, device) if args.modes_frames else [])
-    if args.static != "skip":
+    if args.static != "skip" and has_recurrent_layers(model.config.get_text_config(decoder=True)):
+        print(f"Part 3 skipped: pnd's static cache holds full-attention layers only, {args.arch} has recurrent ones.")
+    elif args.static != "skip":
         tables[f"Decoding, static cache and torch.compile: {args.arch}, {args.size}, {hardware(device)}"] = (
             static_report(model, inputs, args, device, static_cache(model, inputs, args, device)))
     for title, table in tables.items():

@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/bench_prefill.py [--arch llava_onevision] [--size cpu] [--device cpu]
         [--dtype float32] [--frames 32] [--repeats 15] [--threads 2] [--out FILE]
 
-On a GPU: `--size 7b --device cuda --dtype bfloat16 [--arch qwen2_vl]`.
+On a GPU: `--size 7b --device cuda --dtype bfloat16 [--arch qwen2_vl|qwen3_vl|qwen3_5]`. Qwen3.5's recurrent layers
+never take the packed prefill: its first two pnd rows are then both the prior's own call on the kept tokens.
 
 pnd appends the prior's text tokens (the text after the video) to the conditioned prompt, so that one
 language-model call reads the weights once (`pnd/packed.py`). The other rows are the fallback for models
@@ -22,7 +23,7 @@ from pathlib import Path
 import torch
 
 import pnd
-from bench_decode import build_model, generate, hardware, sync, video_inputs
+from bench_decode import ARCHS, build_model, generate, hardware, sync, video_inputs
 from results import write_section
 
 
@@ -38,7 +39,7 @@ def variants() -> dict:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arch", choices=["llava_onevision", "qwen2_vl"], default="llava_onevision")
+    parser.add_argument("--arch", choices=ARCHS, default="llava_onevision")
     parser.add_argument("--size", default="cpu")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])

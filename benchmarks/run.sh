@@ -8,3 +8,8 @@ python=${PYTHON:-.venv/bin/python}
 "$python" benchmarks/bench_prefill.py --out benchmarks/RESULTS.md
 "$python" benchmarks/bench_prefill.py --arch qwen2_vl --out benchmarks/RESULTS.md
 "$python" benchmarks/bench_retrieval.py --out benchmarks/RESULTS.md
+for arch in qwen3_vl qwen3_5; do  # the newer families: a shorter run (16 frames, 8 tokens)
+  "$python" benchmarks/bench_decode.py --arch "$arch" --frames 16 --tokens 8 --naive-tokens 2 --modes-frames 0 \
+    --static skip --out benchmarks/RESULTS.md
+  "$python" benchmarks/bench_prefill.py --arch "$arch" --frames 16 --repeats 9 --out benchmarks/RESULTS.md
+done

@@ -43,9 +43,29 @@ def test_prefill_benchmark_runs_every_variant(tmp_path):
     assert "| pnd (prior packed into the conditioned call) |" in out.read_text()
 
 
-def test_token_check_is_not_vacuous():
-    """The benchmark checks pnd's greedy tokens against the naive recompute: on its model they differ from plain's."""
-    model = pnd.attach(bench_decode.build_model("llava_onevision", "tiny"))
+@pytest.mark.parametrize("arch", ["qwen3_vl", "qwen3_5"])
+def test_decode_and_prefill_benchmarks_run_on_qwen3_families(arch, tmp_path, capsys):
+    """Qwen3-VL and the hybrid Qwen3.5 (timestamped frames inside the template's delimiters): the token check
+    against the naive recompute (the kept tokens alone for Qwen3.5's recurrent layers) passes, every row is there;
+    Qwen3.5 skips the static-cache part, which pnd's static cache cannot hold."""
+    out = tmp_path / "RESULTS.md"
+    bench_decode.main(["--arch", arch, "--size", "tiny", "--frames", "2", "--tokens", "3", "--naive-tokens", "2",
+                       "--modes-frames", "0", "--repeats", "1", "--static", "with" if arch == "qwen3_5" else "skip",
+                       "--out", str(out)])
+    medians = bench_prefill.main(["--arch", arch, "--size", "tiny", "--frames", "2", "--repeats", "1", "--out", str(out)])
+    text = out.read_text()
+    for row in ("| plain |", "| plain, 2 rows |", "| pnd |", "| naive |", "| pnd, prior in its own call |"):
+        assert row in text
+    assert f"## Decoding: {arch}, tiny" in text and all(t > 0 for t in medians.values())
+    assert ("Part 3 skipped" in capsys.readouterr().out) == (arch == "qwen3_5")
+    assert "static cache" not in text
+
+
+@pytest.mark.parametrize("arch, seed", [("llava_onevision", 0), ("qwen3_vl", 0), ("qwen3_5", 2)])
+def test_token_check_is_not_vacuous(arch, seed):
+    """The benchmark checks pnd's greedy tokens against the naive recompute: on its model they differ from plain's
+    (a seed whose random weights make the prior matter within 8 tokens)."""
+    model = pnd.attach(bench_decode.build_model(arch, "tiny", seed=seed))
     inputs, _ = bench_decode.video_inputs(model, "tiny", frames=2)
     bench_decode.check_tokens(model, inputs, 8)
     plain = bench_decode.generate(model, inputs, [], 8, do_sample=False)
@@ -53,10 +73,20 @@ def test_token_check_is_not_vacuous():
     assert not torch.equal(plain, ours)
 
 
-@pytest.mark.parametrize("arch, billions", [("llava_onevision", 8.0), ("qwen2_vl", 8.3)])
+# Published sizes: Qwen3-VL-8B-Instruct 8.77 B parameters; Qwen3.5-9B's language model 8.95 B (its model card:
+# 32 layers, 4096 wide, 248320-token vocabulary), 9.41 B with the 27-block vision tower.
+@pytest.mark.parametrize("arch, billions", [("llava_onevision", 8.0), ("qwen2_vl", 8.3), ("qwen3_vl", 8.77),
+                                            ("qwen3_5", 9.41)])
 def test_7b_shapes(arch, billions):
     model = bench_decode.build_model(arch, "7b", device="meta", dtype=torch.bfloat16)
     assert abs(sum(p.numel() for p in model.parameters()) / 1e9 - billions) < 0.1
+
+
+def test_qwen3_5_7b_shape_is_qwen3_5_9b_language_model():
+    model = bench_decode.build_model("qwen3_5", "7b", device="meta", dtype=torch.bfloat16)
+    language = sum(p.numel() for name, p in model.named_parameters() if not name.startswith("model.visual"))
+    assert abs(language / 1e9 - 8.95) < 0.01
+    assert model.config.text_config.layer_types.count("full_attention") == 8  # one in four layers
 
 
 def test_caption_benchmark_runs_each_setting(tmp_path):
