@@ -144,7 +144,8 @@ def test_own_call_prefill_matches_brute_force(model_type):
     assert torch.equal(out[:, -4:], greedy(model, inputs, 0.7, 4, banned=[model.generation_config.eos_token_id])[0])
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_5", "internvl", "smolvlm", "video_llama_3", "molmo2"])
+@pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_5", "internvl", "smolvlm", "video_llama_3", "molmo2",
+                                        "glm4v", "video_llava", "perception_lm"])
 def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     """`pnd caption --model FOLDER` on a saved model gives what `model.generate` with PriorNormalized gives here."""
     import json

@@ -202,11 +202,14 @@ def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(m
 
 @pytest.mark.parametrize("model_type, name", [("qwen2_vl", "PndQwen2VL"), ("qwen3_vl", "PndHf"), ("qwen3_5", "PndHf"),
                                               ("gemma3", "PndHf"), ("molmo2", "PndHf"), ("internvl", "PndHf"),
-                                              ("smolvlm", "PndHf"), ("video_llama_3", "PndHf")])
-def test_pnd_qwen2_vl_in_process_equals_the_reference(tmp_path, model_type, name):
+                                              ("smolvlm", "PndHf"), ("video_llama_3", "PndHf"),
+                                              ("glm4v", "PndHf"), ("video_llava", "PndHf"),
+                                              ("perception_lm", "PndHf")])
+def test_pnd_model_in_process_equals_the_reference(tmp_path, model_type, name):
     """The same class on a Qwen2-VL checkpoint (M-RoPE positions), and pnd_hf on a Qwen3-VL one (the prior hides
     the whole expansion), a Qwen3.5 one (hybrid: recurrent layers), a Gemma 3 one (sliding-window layers,
-    bidirectional image block) and a Molmo2 one (two image views, bidirectional), called as lmms-eval calls it."""
+    bidirectional image block), a Molmo2 one (two image views, bidirectional) and every other family's, called as
+    lmms-eval calls it."""
     from types import SimpleNamespace
 
     from pnd.integrations import lmms_eval
