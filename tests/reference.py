@@ -17,7 +17,8 @@ import torch
 
 PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw",
               "image_token_pooling", "image_grids", "image_num_crops", "video_token_pooling", "video_grids",
-              "image_merge_sizes", "video_merge_sizes", "video_compression_mask")
+              "image_merge_sizes", "video_merge_sizes", "video_compression_mask", "target_sizes",
+              "target_sizes_videos")
 # per-token inputs that make a family's visual blocks attend bidirectionally (the generated tokens are text: 0)
 BIDIRECTIONAL = {"gemma3": "token_type_ids", "molmo2": "mm_token_type_ids"}
 
@@ -48,6 +49,8 @@ BLOCKS = {"molmo2": (("image_start_token_id", "low_res_image_start_token_id"), "
 _INTERNVL_FRAME = "<img>(?:<IMG_CONTEXT>)+</img>"
 _SMOLVLM_IMAGE = "<fake_token_around_image><global-img>(?:<image>)+<fake_token_around_image>"
 _SMOLVLM_TILE = "<fake_token_around_image><row_[0-9]+_col_[0-9]+>(?:<image>)+"
+_MINICPMV_PADS = r"(?:<\|image_pad\|>|<\|video_pad\|>)+"
+_MINICPMV_SLICES = rf"<slice>{_MINICPMV_PADS}</slice>"
 TEXT_EXPANDED = {
     "internvl": rf"Frame1: {_INTERNVL_FRAME}(?:\nFrame[0-9]+: {_INTERNVL_FRAME})*|{_INTERNVL_FRAME}",
     "smolvlm": r"You are provided the following series of [a-z -]+ frames from a [0-9:]+ \[H:MM:SS\] video\.\n"
@@ -58,6 +61,9 @@ TEXT_EXPANDED = {
     # Molmo2 video prompts (its image-only prompts are BLOCKS): `t.t <frame_start>…<frame_end>` per frame, spaced
     "molmo2": r"[0-9]+\.[0-9] <frame_start>(?:<im_patch>)+<frame_end>(?: [0-9]+\.[0-9] <frame_start>(?:<im_patch>)+"
               r"<frame_end>)*|(?:<low_res_im_start>|<im_start>)(?:<im_patch>|<im_col>)*<im_end>",
+    # MiniCPM-V: an image id, then per image or frame `<image>…</image>` and its slices, rows joined by a newline
+    "minicpmv4_6": rf"(?:<image_id>[0-9]+</image_id>)?(?:<image>{_MINICPMV_PADS}</image>"
+                   rf"(?:(?:{_MINICPMV_SLICES})+(?:\n(?:{_MINICPMV_SLICES})+)*)?)+",
 }
 
 
