@@ -117,8 +117,7 @@ def visual_positions(model, input_ids):
                     mask[row, i + 1] = True
         return mask
     if config.model_type not in DELIMITED:
-        ids = [getattr(config, k, None) for k in ("image_token_id", "video_token_id")]
-        return torch.isin(input_ids, torch.tensor([i for i in ids if i is not None]))
+        return placeholder_positions(model, input_ids)
     mask = torch.zeros_like(input_ids, dtype=torch.bool)
     for start, end in DELIMITED[config.model_type]:
         start, end = getattr(config, start), getattr(config, end)
@@ -131,6 +130,21 @@ def visual_positions(model, input_ids):
                 if token == start:
                     depth += 1
     return mask
+
+
+def placeholder_positions(model, input_ids):
+    """The image and video placeholder tokens alone (for most families only a part of the visual expansion)."""
+    ids = [getattr(model.config, k, None) for k in ("image_token_id", "video_token_id")]
+    return torch.isin(input_ids, torch.tensor([i for i in ids if i is not None]))
+
+
+def placeholders_only_removed(model, inputs, sequence):
+    """A leaky prior, for tests that show it decodes other tokens: the kept-tokens forward with only the placeholders
+    cut out (timestamps, labels and delimiters stay)."""
+    mask = sequence_mask(inputs, sequence)
+    kept = mask.bool()
+    kept[:, : inputs["input_ids"].shape[1]] &= ~placeholder_positions(model, inputs["input_ids"])
+    return kept_tokens_logits(model, sequence, kept, conditioned_positions(model, sequence, mask, inputs))
 
 
 def processor_expansion(processor, text, **visuals):
