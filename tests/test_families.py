@@ -145,7 +145,7 @@ def test_own_call_prefill_matches_brute_force(model_type):
 
 
 @pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_5", "internvl", "smolvlm", "video_llama_3", "molmo2",
-                                        "glm4v", "video_llava", "perception_lm"])
+                                        "glm4v", "video_llava", "perception_lm", "minicpmv4_6"])
 def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     """`pnd caption --model FOLDER` on a saved model gives what `model.generate` with PriorNormalized gives here."""
     import json
