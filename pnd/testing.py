@@ -500,10 +500,11 @@ def _video_llama_3(seed: int):
     return model, processor
 
 
-def _minicpmv(seed: int):
-    """MiniCPM-V 4.6 with Qwen3.5's hybrid language model; images of 56 pixels cut into 2x2 slices (28-pixel scale)."""
+def _minicpmv(seed: int, model_type: str = "minicpmv4_6"):
+    """MiniCPM-V 4.6 or 4.7 (canvas M-RoPE) with Qwen3.5's hybrid language model; images of 56 pixels cut into 2x2
+    slices (28-pixel scale)."""
     from transformers import AutoConfig, AutoModelForImageTextToText, MiniCPMV4_6ImageProcessor, MiniCPMV4_6Processor
-    from transformers import MiniCPMV4_6VideoProcessor
+    from transformers import MiniCPMV4_6VideoProcessor, MiniCPMV4_7Processor
 
     named = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>", "image_start_token": "<image>",
              "image_end_token": "</image>", "slice_start_token": "<slice>", "slice_end_token": "</slice>",
@@ -511,8 +512,15 @@ def _minicpmv(seed: int):
     tokenizer = tiny_tokenizer(list(named.values()), named=named)
     rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True, "rope_theta": 10000.0,
             "partial_rotary_factor": 1.0}
+    markers = {}
+    if model_type == "minicpmv4_7":  # canvas M-RoPE pins these tokens to the image's corners
+        [newline] = tokenizer("\n", add_special_tokens=False).input_ids
+        markers = dict(zip(("image_start_id", "image_end_id", "slice_start_id", "slice_end_id"),
+                           tokenizer.convert_tokens_to_ids(["<image>", "</image>", "<slice>", "</slice>"])),
+                       newline_id=newline)
     config = AutoConfig.for_model(
-        "minicpmv4_6",
+        model_type,
+        **markers,
         text_config=dict(
             model_type="qwen3_5_text", vocab_size=len(tokenizer), hidden_size=64, head_dim=16, num_attention_heads=4,
             num_key_value_heads=2, max_position_embeddings=1024, rope_parameters=rope, num_hidden_layers=3,
@@ -530,7 +538,7 @@ def _minicpmv(seed: int):
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config).eval()
     common = dict(patch_size=14, downsample_mode="4x")
-    processor = MiniCPMV4_6Processor(
+    processor = (MiniCPMV4_7Processor if model_type == "minicpmv4_7" else MiniCPMV4_6Processor)(
         image_processor=MiniCPMV4_6ImageProcessor(scale_resolution=28, max_slice_nums=4, **common),
         video_processor=MiniCPMV4_6VideoProcessor(scale_resolution=56, do_sample_frames=False, **common),
         tokenizer=tokenizer,
@@ -558,11 +566,13 @@ _BUILDERS = {
     "internvl": _internvl,
     "smolvlm": _smolvlm,
     "video_llama_3": _video_llama_3,
-    "minicpmv4_6": _minicpmv,
+    "minicpmv4_6": lambda seed: _minicpmv(seed, "minicpmv4_6"),
+    "minicpmv4_7": lambda seed: _minicpmv(seed, "minicpmv4_7"),
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
-                       "perception_lm", "qwen3_5", "qwen3_5_moe", "internvl", "smolvlm", "video_llama_3", "minicpmv4_6")
+                       "perception_lm", "qwen3_5", "qwen3_5_moe", "internvl", "smolvlm", "video_llama_3", "minicpmv4_6",
+                       "minicpmv4_7")
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):

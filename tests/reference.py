@@ -49,8 +49,12 @@ BLOCKS = {"molmo2": (("image_start_token_id", "low_res_image_start_token_id"), "
 _INTERNVL_FRAME = "<img>(?:<IMG_CONTEXT>)+</img>"
 _SMOLVLM_IMAGE = "<fake_token_around_image><global-img>(?:<image>)+<fake_token_around_image>"
 _SMOLVLM_TILE = "<fake_token_around_image><row_[0-9]+_col_[0-9]+>(?:<image>)+"
+# MiniCPM-V: an image id (4.7: images only), then per image or frame `<image>…</image>` and its slices, slice rows
+# joined by a newline
 _MINICPMV_PADS = r"(?:<\|image_pad\|>|<\|video_pad\|>)+"
 _MINICPMV_SLICES = rf"<slice>{_MINICPMV_PADS}</slice>"
+_MINICPMV = (rf"(?:<image_id>[0-9]+</image_id>)?(?:<image>{_MINICPMV_PADS}</image>"
+             rf"(?:(?:{_MINICPMV_SLICES})+(?:\n(?:{_MINICPMV_SLICES})+)*)?)+")
 TEXT_EXPANDED = {
     "internvl": rf"Frame1: {_INTERNVL_FRAME}(?:\nFrame[0-9]+: {_INTERNVL_FRAME})*|{_INTERNVL_FRAME}",
     "smolvlm": r"You are provided the following series of [a-z -]+ frames from a [0-9:]+ \[H:MM:SS\] video\.\n"
@@ -61,9 +65,8 @@ TEXT_EXPANDED = {
     # Molmo2 video prompts (its image-only prompts are BLOCKS): `t.t <frame_start>…<frame_end>` per frame, spaced
     "molmo2": r"[0-9]+\.[0-9] <frame_start>(?:<im_patch>)+<frame_end>(?: [0-9]+\.[0-9] <frame_start>(?:<im_patch>)+"
               r"<frame_end>)*|(?:<low_res_im_start>|<im_start>)(?:<im_patch>|<im_col>)*<im_end>",
-    # MiniCPM-V: an image id, then per image or frame `<image>…</image>` and its slices, rows joined by a newline
-    "minicpmv4_6": rf"(?:<image_id>[0-9]+</image_id>)?(?:<image>{_MINICPMV_PADS}</image>"
-                   rf"(?:(?:{_MINICPMV_SLICES})+(?:\n(?:{_MINICPMV_SLICES})+)*)?)+",
+    "minicpmv4_6": _MINICPMV,
+    "minicpmv4_7": _MINICPMV,
 }
 
 
@@ -163,11 +166,13 @@ def processor_expansion(processor, text, **visuals):
 
 
 def conditioned_positions(model, input_ids, mask, inputs):
-    """Position ids the model gives this sequence: cumsum of the mask, or Qwen2-VL's M-RoPE index."""
+    """Position ids the model gives this sequence: cumsum of the mask, or Qwen2-VL's M-RoPE index (MiniCPM-V 4.7:
+    its canvas M-RoPE index)."""
     if hasattr(model.model, "get_rope_index"):
         mm = inputs["mm_token_type_ids"]
         mm = torch.cat([mm, mm.new_zeros(mm.shape[0], input_ids.shape[1] - mm.shape[1])], dim=1)
-        grids = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw") if k in inputs}
+        grids = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw", "target_sizes", "target_sizes_videos")
+                 if k in inputs}
         positions, _ = model.model.get_rope_index(input_ids, mm_token_type_ids=mm, attention_mask=mask, **grids)
         return positions
     return (mask.long().cumsum(-1) - 1).clamp(min=0)

@@ -38,6 +38,7 @@ MORE_THAN_PLACEHOLDERS = {
     "gemma3": {"image": True}, "molmo2": {"video": True, "image": True},
     "internvl": {"video": True, "image": True}, "smolvlm": {"video": True, "image": True},
     "video_llama_3": {"video": True, "image": False}, "minicpmv4_6": {"video": True, "image": True},
+    "minicpmv4_7": {"video": True, "image": True},
 }
 
 
@@ -145,7 +146,8 @@ def test_own_call_prefill_matches_brute_force(model_type):
 
 
 @pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_5", "internvl", "smolvlm", "video_llama_3", "molmo2",
-                                        "glm4v", "video_llava", "perception_lm", "minicpmv4_6"])
+                                        "glm4v", "video_llava", "perception_lm", "minicpmv4_6",
+                                        "minicpmv4_7"])
 def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     """`pnd caption --model FOLDER` on a saved model gives what `model.generate` with PriorNormalized gives here."""
     import json

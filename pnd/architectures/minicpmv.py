@@ -1,16 +1,17 @@
-"""MiniCPM-V 4.6 (`minicpmv4_6`): its language model is Qwen3.5's (hybrid: Gated-DeltaNet layers around full
-attention), its processor replaces the template's `<|image_pad|>` with an image id + the whole image + its slices,
-`<image_id>N</image_id><image>` + placeholders + `</image>` + per slice `<slice>` + placeholders + `</slice>`, slice
-rows joined by a newline (`MiniCPMV4_6Processor.replace_image_token`), and `<|video_pad|>` with the video's
-`<image_id>N</image_id>` + each frame's such block (`replace_video_token`).
+"""MiniCPM-V 4.6 and 4.7 (`minicpmv4_6`, `minicpmv4_7`): the language model is Qwen3.5's (hybrid: Gated-DeltaNet
+layers around full attention). The processor replaces the template's `<|image_pad|>` with an image id + the whole
+image + its slices, `<image_id>N</image_id><image>` + placeholders + `</image>` + per slice `<slice>` + placeholders +
+`</slice>`, slice rows joined by a newline (`MiniCPMV4_6Processor.replace_image_token`), and `<|video_pad|>` with the
+video's `<image_id>N</image_id>` (4.6 only) + each frame's such block (`replace_video_token`).
 
 The prior hides all of that: every token inside an `<image_id>…</image_id>`, `<image>…</image>` or
 `<slice>…</slice>` block, the block's ends, and the newline between a `</slice>` and the next `<slice>` (a slice row
-ends; a visual never starts with `<slice>`, so such a gap is always inside one image or frame). The blocks are special tokens, so the
-expansion is read from the token ids, exactly; their ids are the processor's (the model's config names only the
-placeholders), so pnd needs `pnd.attach(model, processor)`. A placeholder outside every block, or block ends that do
-not pair up, is an error. The prior runs the kept tokens alone through every layer, as for Qwen3.5
-(docs/design.md, "The prior").
+ends; a visual never starts with `<slice>`, so such a gap is always inside one image or frame). The blocks are
+special tokens, so the expansion is read from the token ids, exactly; their ids are the processor's (4.6's config names
+only the placeholders, 4.7's not the image id's), so pnd needs `pnd.attach(model, processor)`. A placeholder outside
+every block, or block ends that do not pair up, is an error. The prior runs the kept tokens alone through every layer,
+as for Qwen3.5 (docs/design.md, "The prior"); 4.7 lays its visual tokens out on a canvas (M-RoPE), and the prior keeps
+each text token at its position id of the conditioned pass.
 
 Example:
     >>> import torch
@@ -27,6 +28,7 @@ import torch
 
 from .delimited import inside_outermost_blocks
 from .expanded_text import bound_processor
+from .qwen2_vl import MRoPEArchitecture
 from .registry import Architecture, register
 
 
@@ -76,10 +78,23 @@ class MiniCPMVArchitecture(Architecture):
                          "expansion(model, input_ids) after pnd.attach(model, processor).")
 
 
-MINICPMV = register(
+@dataclass(frozen=True)
+class CanvasMiniCPMVArchitecture(MiniCPMVArchitecture, MRoPEArchitecture):
+    """MiniCPM-V 4.7: the same expansion, canvas M-RoPE positions from the processor's `mm_token_type_ids`."""
+
+
+MINICPMV4_6 = register(
     MiniCPMVArchitecture(
         name="MiniCPM-V 4.6",
         model_types=("minicpmv4_6",),
         pixel_keys=("pixel_values", "pixel_values_videos"),
+    )
+)
+MINICPMV4_7 = register(
+    CanvasMiniCPMVArchitecture(
+        name="MiniCPM-V 4.7",
+        model_types=("minicpmv4_7",),
+        pixel_keys=("pixel_values", "pixel_values_videos"),
+        token_inputs=("mm_token_type_ids",),
     )
 )
