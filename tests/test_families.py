@@ -208,12 +208,14 @@ def test_internvl_prior_hides_frame_labels(tiny):
     assert not torch.allclose(_placeholders_masked(model, inputs), _placeholders_masked(model, relabelled), atol=1e-3)
 
 
-def test_internvl_needs_its_processor():
-    """InternVL's frame labels are text no token bounds: without the processor the prior refuses, naming the fix."""
+@pytest.mark.parametrize("model_type", ["internvl", "minicpmv4_6"])
+def test_family_needs_its_processor(model_type):
+    """InternVL's frame labels are text no token bounds, MiniCPM-V's delimiters have the processor's ids: without
+    the processor the prior refuses, naming the fix."""
     from pnd.testing import tiny_inputs, tiny_model
 
-    model, processor = tiny_model("internvl")
-    inputs = tiny_inputs(processor, "internvl")
+    model, processor = tiny_model(model_type)
+    inputs = tiny_inputs(processor, model_type)
     del model._pnd_processor
     with pytest.raises(ValueError, match=r"pnd.attach\(model, processor\)"):
         pnd.attach(model).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])

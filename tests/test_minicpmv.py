@@ -3,7 +3,7 @@ the newlines between slice rows (pnd/architectures/minicpmv.py), on Qwen3.5's hy
 M-RoPE).
 
 The decoding-mode tests (greedy, beam search, sampling, batches, alpha=0, image prompts) run in `test_exactness.py`,
-the mask against the processor's offsets in `test_families.py`. Here: what is particular to MiniCPM-V.
+the mask against the processor's offsets and the processor being required in `test_families.py`. Here: what is particular to MiniCPM-V.
 """
 
 import pytest
@@ -11,7 +11,7 @@ import torch
 
 import pnd
 from pnd.architectures import architecture_for
-from pnd.testing import random_video, tiny_inputs, tiny_model
+from pnd.testing import random_video, tiny_inputs
 
 from helpers import PROMPTS
 from reference import greedy, placeholders_only_removed, processor_expansion, visual_positions
@@ -50,18 +50,6 @@ def test_minicpmv_mask_of_several_visuals_in_one_prompt(tiny, model_type):
     assert torch.equal(architecture_for(model).expansion(model, ids), replaced)
     assert torch.equal(visual_positions(model, ids), replaced)
     assert "the cat" in processor.tokenizer.decode(ids[~replaced])
-
-
-def test_minicpmv_needs_its_processor():
-    """The block delimiters' ids are the processor's: without it the prior refuses, naming the fix."""
-    model, processor = tiny_model("minicpmv4_6")
-    inputs = tiny_inputs(processor, "minicpmv4_6")
-    del model._pnd_processor
-    with pytest.raises(ValueError, match=r"pnd.attach\(model, processor\)"):
-        pnd.attach(model).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
-    pnd.detach(model)
-    out = pnd.attach(model, processor).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
-    assert out.shape[1] == inputs["input_ids"].shape[1] + 2
 
 
 @pytest.mark.parametrize("model_type", FAMILIES)
