@@ -38,15 +38,15 @@ def test_minicpmv_decoding_fails_with_a_placeholder_only_prior(tiny, model_type,
 
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_minicpmv_mask_of_several_visuals_in_one_prompt(tiny, model_type):
-    """Two sliced images (ids 0 and 1) and a video in one prompt, text between them: the mask is what the processor
-    replaced, and the template's text between the visuals stays visible."""
+    """Two sliced images (ids 0 and 1) and a video of sliced frames in one prompt, text between them: the mask is what
+    the processor replaced, and the template's text between the visuals stays visible."""
     model, processor = tiny(model_type)
     content = [{"type": "image"}, {"type": "text", "text": "the cat"}, {"type": "image"}, {"type": "video"},
                {"type": "text", "text": "describe the video."}]
     text = processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
     ids, replaced = processor_expansion(processor, [text], images=[[random_video(0, 1)[0], random_video(1, 1)[0]]],
-                                        videos=[random_video(2)])
-    assert (ids == processor.tokenizer.convert_tokens_to_ids("<slice>")).sum() == 8
+                                        videos=[random_video(2, frames=2, size=112)])  # 2x2 slices of 56 pixels
+    assert (ids == processor.tokenizer.convert_tokens_to_ids("<slice>")).sum() == 2 * 4 + 2 * 4
     assert torch.equal(architecture_for(model).expansion(model, ids), replaced)
     assert torch.equal(visual_positions(model, ids), replaced)
     assert "the cat" in processor.tokenizer.decode(ids[~replaced])
