@@ -60,8 +60,8 @@ class MiniCPMVArchitecture(Architecture):
     """MiniCPM-V's expansion: `expansion_tokens` with the block ids of the bound processor's tokenizer."""
 
     def expansion(self, model, input_ids: torch.Tensor) -> torch.Tensor:
-        processor = bound_processor(model, f"{self.name}'s image and slice delimiter tokens are the processor's (the "
-                                           "model's config names only the placeholders)")
+        processor = bound_processor(model, f"The ids of {self.name}'s <image_id>, <image> and <slice> delimiter tokens "
+                                           "are the processor's, not the model config's")
         ids = processor.tokenizer.convert_tokens_to_ids
         image_id, image, slices = ((ids(getattr(processor, f"{name}_start_token")),
                                     ids(getattr(processor, f"{name}_end_token")))
