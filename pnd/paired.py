@@ -88,7 +88,8 @@ def attach(model, processor=None, *, prefill: str = "auto"):
         model: a supported Hugging Face vision-language model (`pnd.supported_model_types()`).
         processor: the processor that builds the model's inputs. Needed by the families whose processor writes
             text around the visual tokens that no delimiter token bounds (InternVL, SmolVLM, VideoLLaMA3: the prior
-            reads the expansion with it; README, "Supported families"); the others ignore it.
+            reads the expansion with it; README, "Supported families") and by MiniCPM-V (its delimiters' token ids
+            are the processor's); the others ignore it.
         prefill: how the prior's prefill runs. "auto" (default): packed into the conditioned prompt's call
             where the model runs SDPA attention without a sliding window, else a language-model call of its
             own; "own_call": always its own call; "own_call_no_reuse": its own call that also recomputes the

@@ -500,6 +500,54 @@ def _video_llama_3(seed: int):
     return model, processor
 
 
+def _minicpmv(seed: int, model_type: str = "minicpmv4_6"):
+    """MiniCPM-V 4.6 or 4.7 (canvas M-RoPE) with Qwen3.5's hybrid language model; images of 56 pixels cut into 2x2
+    slices (28-pixel scale)."""
+    from transformers import AutoConfig, AutoModelForImageTextToText, MiniCPMV4_6ImageProcessor, MiniCPMV4_6Processor
+    from transformers import MiniCPMV4_6VideoProcessor, MiniCPMV4_7Processor
+
+    named = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>", "image_start_token": "<image>",
+             "image_end_token": "</image>", "slice_start_token": "<slice>", "slice_end_token": "</slice>",
+             "image_id_start_token": "<image_id>", "image_id_end_token": "</image_id>"}
+    tokenizer = tiny_tokenizer(list(named.values()), named=named)
+    rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True, "rope_theta": 10000.0,
+            "partial_rotary_factor": 1.0}
+    markers = {}
+    if model_type == "minicpmv4_7":  # canvas M-RoPE pins these tokens to the image's corners
+        [newline] = tokenizer("\n", add_special_tokens=False).input_ids
+        markers = dict(zip(("image_start_id", "image_end_id", "slice_start_id", "slice_end_id"),
+                           tokenizer.convert_tokens_to_ids(["<image>", "</image>", "<slice>", "</slice>"])),
+                       newline_id=newline)
+    config = AutoConfig.for_model(
+        model_type,
+        **markers,
+        text_config=dict(
+            model_type="qwen3_5_text", vocab_size=len(tokenizer), hidden_size=64, head_dim=16, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=1024, rope_parameters=rope, num_hidden_layers=3,
+            intermediate_size=128, layer_types=_HYBRID_LAYERS, linear_conv_kernel_dim=4, linear_key_head_dim=16,
+            linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
+        ),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=56, patch_size=14),
+        insert_layer_id=0,
+        downsample_mode="4x",  # one 2x2 merge: a 28-pixel slice is one token, a 56-pixel frame four
+        image_token_id=tokenizer.image_token_id,
+        video_token_id=tokenizer.video_token_id,
+    )
+    torch.manual_seed(seed)
+    model = AutoModelForImageTextToText.from_config(config).eval()
+    common = dict(patch_size=14, downsample_mode="4x")
+    processor = (MiniCPMV4_7Processor if model_type == "minicpmv4_7" else MiniCPMV4_6Processor)(
+        image_processor=MiniCPMV4_6ImageProcessor(scale_resolution=28, max_slice_nums=4, **common),
+        video_processor=MiniCPMV4_6VideoProcessor(scale_resolution=56, do_sample_frames=False, **common),
+        tokenizer=tokenizer,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|image_pad|>")
+        .replace("{{ video_placeholder }}", "<|video_pad|>"),
+    )
+    return model, processor
+
+
 _BUILDERS = {
     "llava_onevision": _llava_onevision,
     "qwen2_vl": lambda seed: _qwen2_vl(seed, "qwen2_vl"),
@@ -518,10 +566,13 @@ _BUILDERS = {
     "internvl": _internvl,
     "smolvlm": _smolvlm,
     "video_llama_3": _video_llama_3,
+    "minicpmv4_6": lambda seed: _minicpmv(seed, "minicpmv4_6"),
+    "minicpmv4_7": lambda seed: _minicpmv(seed, "minicpmv4_7"),
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
-                       "perception_lm", "qwen3_5", "qwen3_5_moe", "internvl", "smolvlm", "video_llama_3")
+                       "perception_lm", "qwen3_5", "qwen3_5_moe", "internvl", "smolvlm", "video_llama_3", "minicpmv4_6",
+                       "minicpmv4_7")
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):

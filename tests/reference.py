@@ -17,7 +17,8 @@ import torch
 
 PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw",
               "image_token_pooling", "image_grids", "image_num_crops", "video_token_pooling", "video_grids",
-              "image_merge_sizes", "video_merge_sizes", "video_compression_mask")
+              "image_merge_sizes", "video_merge_sizes", "video_compression_mask", "target_sizes",
+              "target_sizes_videos")
 # per-token inputs that make a family's visual blocks attend bidirectionally (the generated tokens are text: 0)
 BIDIRECTIONAL = {"gemma3": "token_type_ids", "molmo2": "mm_token_type_ids"}
 
@@ -48,6 +49,12 @@ BLOCKS = {"molmo2": (("image_start_token_id", "low_res_image_start_token_id"), "
 _INTERNVL_FRAME = "<img>(?:<IMG_CONTEXT>)+</img>"
 _SMOLVLM_IMAGE = "<fake_token_around_image><global-img>(?:<image>)+<fake_token_around_image>"
 _SMOLVLM_TILE = "<fake_token_around_image><row_[0-9]+_col_[0-9]+>(?:<image>)+"
+# MiniCPM-V: an image id (4.7: images only), then per image or frame `<image>…</image>` and its slices, slice rows
+# joined by a newline
+_MINICPMV_PADS = r"(?:<\|image_pad\|>|<\|video_pad\|>)+"
+_MINICPMV_SLICES = rf"<slice>{_MINICPMV_PADS}</slice>"
+_MINICPMV = (rf"(?:<image_id>[0-9]+</image_id>)?(?:<image>{_MINICPMV_PADS}</image>"
+             rf"(?:(?:{_MINICPMV_SLICES})+(?:\n(?:{_MINICPMV_SLICES})+)*)?)+")
 TEXT_EXPANDED = {
     "internvl": rf"Frame1: {_INTERNVL_FRAME}(?:\nFrame[0-9]+: {_INTERNVL_FRAME})*|{_INTERNVL_FRAME}",
     "smolvlm": r"You are provided the following series of [a-z -]+ frames from a [0-9:]+ \[H:MM:SS\] video\.\n"
@@ -58,6 +65,8 @@ TEXT_EXPANDED = {
     # Molmo2 video prompts (its image-only prompts are BLOCKS): `t.t <frame_start>…<frame_end>` per frame, spaced
     "molmo2": r"[0-9]+\.[0-9] <frame_start>(?:<im_patch>)+<frame_end>(?: [0-9]+\.[0-9] <frame_start>(?:<im_patch>)+"
               r"<frame_end>)*|(?:<low_res_im_start>|<im_start>)(?:<im_patch>|<im_col>)*<im_end>",
+    "minicpmv4_6": _MINICPMV,
+    "minicpmv4_7": _MINICPMV,
 }
 
 
@@ -111,8 +120,7 @@ def visual_positions(model, input_ids):
                     mask[row, i + 1] = True
         return mask
     if config.model_type not in DELIMITED:
-        ids = [getattr(config, k, None) for k in ("image_token_id", "video_token_id")]
-        return torch.isin(input_ids, torch.tensor([i for i in ids if i is not None]))
+        return placeholder_positions(model, input_ids)
     mask = torch.zeros_like(input_ids, dtype=torch.bool)
     for start, end in DELIMITED[config.model_type]:
         start, end = getattr(config, start), getattr(config, end)
@@ -125,6 +133,21 @@ def visual_positions(model, input_ids):
                 if token == start:
                     depth += 1
     return mask
+
+
+def placeholder_positions(model, input_ids):
+    """The image and video placeholder tokens alone (for most families only a part of the visual expansion)."""
+    ids = [getattr(model.config, k, None) for k in ("image_token_id", "video_token_id")]
+    return torch.isin(input_ids, torch.tensor([i for i in ids if i is not None]))
+
+
+def placeholders_only_removed(model, inputs, sequence):
+    """A leaky prior, for tests that show it decodes other tokens: the kept-tokens forward with only the placeholders
+    cut out (timestamps, labels and delimiters stay)."""
+    mask = sequence_mask(inputs, sequence)
+    kept = mask.bool()
+    kept[:, : inputs["input_ids"].shape[1]] &= ~placeholder_positions(model, inputs["input_ids"])
+    return kept_tokens_logits(model, sequence, kept, conditioned_positions(model, sequence, mask, inputs))
 
 
 def processor_expansion(processor, text, **visuals):
@@ -143,11 +166,13 @@ def processor_expansion(processor, text, **visuals):
 
 
 def conditioned_positions(model, input_ids, mask, inputs):
-    """Position ids the model gives this sequence: cumsum of the mask, or Qwen2-VL's M-RoPE index."""
+    """Position ids the model gives this sequence: cumsum of the mask, or Qwen2-VL's M-RoPE index (MiniCPM-V 4.7:
+    its canvas M-RoPE index)."""
     if hasattr(model.model, "get_rope_index"):
         mm = inputs["mm_token_type_ids"]
         mm = torch.cat([mm, mm.new_zeros(mm.shape[0], input_ids.shape[1] - mm.shape[1])], dim=1)
-        grids = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw") if k in inputs}
+        grids = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw", "target_sizes", "target_sizes_videos")
+                 if k in inputs}
         positions, _ = model.model.get_rope_index(input_ids, mm_token_type_ids=mm, attention_mask=mask, **grids)
         return positions
     return (mask.long().cumsum(-1) - 1).clamp(min=0)

@@ -49,7 +49,8 @@ def test_normalization_changes_decoding(tiny, model_type):
 
 
 ALPHA_ZERO_FAMILIES = ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "qwen3_5",
-                       "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3")
+                       "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3", "minicpmv4_6",
+                       "minicpmv4_7")
 ALPHA_ZERO_CASES = [(model_type, mode) for model_type in ALPHA_ZERO_FAMILIES for mode in ("greedy", "beam", "sample")
                     if (model_type, mode) != ("glm4v", "beam")]  # GLM-4V video + beam crashes in transformers itself
 
@@ -70,7 +71,8 @@ def test_alpha_zero_is_plain_generate(tiny, model_type, mode):
 
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "llava", "qwen3_vl", "glm4v", "video_llava", "perception_lm",
-                                        "qwen3_5", "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3"])
+                                        "qwen3_5", "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3",
+                                        "minicpmv4_6", "minicpmv4_7"])
 def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
     model, processor = tiny(model_type)
     batch = tiny_inputs(processor, model_type, PROMPTS)
@@ -85,7 +87,9 @@ def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
                                                ("video_llava", False), ("glm4v", True), ("perception_lm", False),
                                                ("qwen3_5", False), ("gemma3", True), ("molmo2", True),
                                                ("internvl", False), ("internvl", True), ("smolvlm", False),
-                                               ("smolvlm", True), ("video_llama_3", False), ("video_llama_3", True)])
+                                               ("smolvlm", True), ("video_llama_3", False), ("video_llama_3", True),
+                                               ("minicpmv4_6", False), ("minicpmv4_6", True),
+                                               ("minicpmv4_7", False), ("minicpmv4_7", True)])
 def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type, image):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS, image=image)
@@ -116,6 +120,17 @@ def _pixels_of(pixel_inputs, index, model, inputs):
         tiles = (inputs["input_ids"] == model.config.image_token_id).sum(1) // model.config.image_seq_length
         start = int(tiles[:index].sum())
         return {"pixel_values": pixel_inputs["pixel_values"][start : start + int(tiles[index])]}
+    if model.config.model_type.startswith("minicpmv"):  # the patches of every image (or frame) and slice, packed along -1
+        processor = model._pnd_processor
+        suffix = "_videos" if "target_sizes_videos" in pixel_inputs else ""
+        starts = processor.tokenizer.convert_tokens_to_ids([processor.image_start_token, processor.slice_start_token])
+        units = torch.isin(inputs["input_ids"], torch.tensor(starts)).sum(1).tolist()
+        first = sum(units[:index])
+        pixels = pixel_inputs[f"pixel_values{suffix}"]  # (1, 3, patch, patches * patch)
+        sizes = (pixel_inputs[f"target_sizes{suffix}"].prod(-1) * pixels.shape[-2]).tolist()
+        begin, length = sum(sizes[:first]), sum(sizes[first : first + units[index]])
+        return {f"target_sizes{suffix}": pixel_inputs[f"target_sizes{suffix}"][first : first + units[index]],
+                f"pixel_values{suffix}": pixels[..., begin : begin + length]}
     for kind, pixel_key in (("video", "pixel_values_videos"), ("image", "pixel_values")):
         if f"{kind}_grid_thw" in pixel_inputs:
             grid = pixel_inputs[f"{kind}_grid_thw"]
@@ -135,7 +150,8 @@ def _pixels_of(pixel_inputs, index, model, inputs):
 
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm",
-                                        "qwen3_5", "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3"])
+                                        "qwen3_5", "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3",
+                                        "minicpmv4_6", "minicpmv4_7"])
 def test_sampling_scores_are_reference_scores(tiny, model_type):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)
@@ -149,7 +165,8 @@ def test_sampling_scores_are_reference_scores(tiny, model_type):
 
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm",
-                                        "qwen3_5", "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3"])
+                                        "qwen3_5", "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3",
+                                        "minicpmv4_6", "minicpmv4_7"])
 def test_prior_ignores_pixels_and_equals_masked_forward(tiny, model_type):
     model, processor = tiny(model_type)
     a = tiny_inputs(processor, model_type, PROMPTS, seed=0)

@@ -37,7 +37,8 @@ MORE_THAN_PLACEHOLDERS = {
     "video_llava": {"video": False, "image": False}, "perception_lm": {"video": False, "image": False},
     "gemma3": {"image": True}, "molmo2": {"video": True, "image": True},
     "internvl": {"video": True, "image": True}, "smolvlm": {"video": True, "image": True},
-    "video_llama_3": {"video": True, "image": False},
+    "video_llama_3": {"video": True, "image": False}, "minicpmv4_6": {"video": True, "image": True},
+    "minicpmv4_7": {"video": True, "image": True},
 }
 
 
@@ -145,7 +146,8 @@ def test_own_call_prefill_matches_brute_force(model_type):
 
 
 @pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_5", "internvl", "smolvlm", "video_llama_3", "molmo2",
-                                        "glm4v", "video_llava", "perception_lm"])
+                                        "glm4v", "video_llava", "perception_lm", "minicpmv4_6",
+                                        "minicpmv4_7"])
 def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     """`pnd caption --model FOLDER` on a saved model gives what `model.generate` with PriorNormalized gives here."""
     import json
@@ -206,12 +208,14 @@ def test_internvl_prior_hides_frame_labels(tiny):
     assert not torch.allclose(_placeholders_masked(model, inputs), _placeholders_masked(model, relabelled), atol=1e-3)
 
 
-def test_internvl_needs_its_processor():
-    """InternVL's frame labels are text no token bounds: without the processor the prior refuses, naming the fix."""
+@pytest.mark.parametrize("model_type", ["internvl", "minicpmv4_6"])
+def test_family_needs_its_processor(model_type):
+    """InternVL's frame labels are text no token bounds, MiniCPM-V's delimiters have the processor's ids: without
+    the processor the prior refuses, naming the fix."""
     from pnd.testing import tiny_inputs, tiny_model
 
-    model, processor = tiny_model("internvl")
-    inputs = tiny_inputs(processor, "internvl")
+    model, processor = tiny_model(model_type)
+    inputs = tiny_inputs(processor, model_type)
     del model._pnd_processor
     with pytest.raises(ValueError, match=r"pnd.attach\(model, processor\)"):
         pnd.attach(model).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])

@@ -10,27 +10,17 @@ import pytest
 import torch
 
 import pnd
-from pnd.architectures import Architecture, architecture_for
 from pnd.testing import tiny_inputs
 
 from helpers import PROMPTS
-from reference import (PIXEL_KEYS, conditioned_positions, full_logits, greedy, kept_tokens_forward, kept_tokens_logits,
-                       sequence_mask, visual_positions)
+from reference import (PIXEL_KEYS, conditioned_positions, full_logits, greedy, kept_tokens_forward,
+                       placeholders_only_removed, sequence_mask, visual_positions)
 
 STEPS = 6
 
 
 def _eos(model):
     return [model.generation_config.eos_token_id]
-
-
-def _placeholders_only_removed(model, inputs, sequence):
-    """Leaky prior: only the placeholders cut out; the timestamps and inner delimiters stay (kept tokens forward)."""
-    mask = sequence_mask(inputs, sequence)
-    kept = mask.bool()
-    kept[:, : inputs["input_ids"].shape[1]] &= ~Architecture.expansion_mask(
-        architecture_for(model), model.config, inputs["input_ids"])
-    return kept_tokens_logits(model, sequence, kept, conditioned_positions(model, sequence, mask, inputs))
 
 
 def _span_zeroed_in_recurrent_layers(model, inputs, sequence):
@@ -53,7 +43,7 @@ def _span_visible_to_recurrent_layers(model, inputs, sequence):
     return logits[:, -1].float()
 
 
-LEAKY_PRIORS = {"placeholders_only": _placeholders_only_removed, "span_zeroed": _span_zeroed_in_recurrent_layers,
+LEAKY_PRIORS = {"placeholders_only": placeholders_only_removed, "span_zeroed": _span_zeroed_in_recurrent_layers,
                 "span_visible": _span_visible_to_recurrent_layers}
 
 
@@ -177,7 +167,7 @@ def test_qwen3_5_prior_does_not_depend_on_the_timestamps(tiny):
     torch.testing.assert_close(priors[0], priors[1], atol=1e-5, rtol=0)
     torch.testing.assert_close(priors[0], full_logits(model, runs[0], runs[0]["input_ids"], prior=True), atol=1e-4,
                                rtol=0)
-    leaky = [_placeholders_only_removed(model, inputs, inputs["input_ids"]) for inputs in runs]
+    leaky = [placeholders_only_removed(model, inputs, inputs["input_ids"]) for inputs in runs]
     assert not torch.allclose(leaky[0], leaky[1], atol=1e-3)
 
 

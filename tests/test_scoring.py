@@ -38,7 +38,8 @@ def teacher_forced(model, inputs, prior):
 
 @pytest.mark.parametrize("model_type, prior_mode, modality", [
     *((t, mode, "video") for t in ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm",
-                                   "qwen3_5", "internvl", "smolvlm", "video_llama_3")
+                                   "qwen3_5", "internvl", "smolvlm", "video_llama_3", "minicpmv4_6",
+                                   "minicpmv4_7")
       for mode in ("masked", "text")),
     ("gemma3", "masked", "image"),  # images only; prior="text" is refused on sliding-window models
     *(("molmo2", mode, modality) for mode in ("masked", "text") for modality in ("image", "video")),
