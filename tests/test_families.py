@@ -37,7 +37,7 @@ MORE_THAN_PLACEHOLDERS = {
     "video_llava": {"video": False, "image": False}, "perception_lm": {"video": False, "image": False},
     "gemma3": {"image": True}, "molmo2": {"video": True, "image": True},
     "internvl": {"video": True, "image": True}, "smolvlm": {"video": True, "image": True},
-    "video_llama_3": {"video": True, "image": False},
+    "video_llama_3": {"video": True, "image": False}, "lfm2_vl": {"image": True},
 }
 
 

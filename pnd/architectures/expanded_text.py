@@ -62,6 +62,16 @@ def bind_processor(model, processor) -> None:
     model._pnd_processor = processor
 
 
+def bound_processor(model, why: str):
+    """The processor `bind_processor` bound to `model`; without one, a ValueError that starts with `why` (what the
+    family's expansion needs the processor for) and says how to bind it."""
+    processor = getattr(model, "_pnd_processor", None)
+    if processor is None:
+        raise ValueError(f"{why}, so pnd needs the processor: call pnd.attach(model, processor) with the processor that "
+                         "builds the inputs.")
+    return processor
+
+
 @dataclass(frozen=True)
 class TextExpandedArchitecture(Architecture):
     """A family whose expansion is found by `pattern(processor)` in the prompt's text (module docstring)."""
@@ -72,13 +82,8 @@ class TextExpandedArchitecture(Architecture):
                        "with {'type': 'video'} or {'type': 'image'} parts.")
 
     def expansion(self, model, input_ids: torch.Tensor) -> torch.Tensor:
-        processor = getattr(model, "_pnd_processor", None)
-        if processor is None:
-            raise ValueError(
-                f"{self.name}'s processor writes text around the visual tokens (frame labels, timestamps) that the "
-                "token ids alone do not bound, so pnd needs the processor: call pnd.attach(model, processor) with the "
-                "processor that builds the inputs."
-            )
+        processor = bound_processor(model, f"{self.name}'s processor writes text around the visual tokens (frame "
+                                    "labels, timestamps) that the token ids alone do not bound")
         mask = tokens_in_matches(processor.tokenizer, input_ids, self.pattern(processor), self.name)
         self.check_covered(model.config, input_ids, mask, f"every {self.name} expansion pnd recognizes",
                            self.prompt_fix)
