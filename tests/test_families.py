@@ -283,8 +283,8 @@ def test_lfm2_vl_expansion_without_image_special_tokens(tiny):
 
 
 def test_lfm2_vl_needs_its_processor_and_whole_image_blocks(tiny):
-    """LFM2-VL's image delimiters are tokenizer ids its config lacks: without the processor the prior refuses, naming
-    the fix; a prompt cut inside an image block (its extent unknown) is an error."""
+    """LFM2-VL's image delimiters are tokenizer ids its config lacks: without the processor, or with another family's,
+    the prior refuses, naming the fix; a prompt cut inside an image block (its extent unknown) is an error."""
     from pnd.testing import tiny_model
 
     model, processor = tiny_model("lfm2_vl")
@@ -292,6 +292,8 @@ def test_lfm2_vl_needs_its_processor_and_whole_image_blocks(tiny):
     del model._pnd_processor
     with pytest.raises(ValueError, match=r"<\|image_start\|>.*pnd.attach\(model, processor\)"):
         pnd.prior_logits(model, **inputs)
+    with pytest.raises(ValueError, match=r"\(LlavaProcessor\) does not write the <\|image_start\|>"):
+        pnd.prior_logits(pnd.attach(model, tiny("llava")[1]), **inputs)
     model, _ = tiny("lfm2_vl")
     ids = inputs["input_ids"]
     cut = int((ids[0] == processor.tokenizer.convert_tokens_to_ids("<|image_end|>")).nonzero()[0])

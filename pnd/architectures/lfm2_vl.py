@@ -32,12 +32,19 @@ from .expanded_text import bound_processor
 from .registry import Architecture, register
 
 
-def special_token_id(tokenizer, token: str) -> int:
-    """The id of `token`, one token of `tokenizer`'s vocabulary, or a ValueError naming it."""
-    if token not in tokenizer.get_vocab():
-        raise ValueError(f"The tokenizer has no token {token!r}, which the LFM2-VL processor writes around each image: "
-                         "load the processor that belongs to the model.")
-    return tokenizer.convert_tokens_to_ids(token)
+def delimiter_ids(processor) -> tuple[int, int]:
+    """The ids of the `<|image_start|>` and `<|image_end|>` tokens that LFM2-VL's processor `processor` writes.
+
+    Raises:
+        ValueError: for a processor without them (another family's, or a tokenizer that lacks the tokens).
+    """
+    tokens = [getattr(processor, f"image_{end}_token", None) for end in ("start", "end")]
+    vocabulary = processor.tokenizer.get_vocab()
+    if any(token not in vocabulary for token in tokens):
+        raise ValueError(f"The processor bound to this LFM2-VL model ({type(processor).__name__}) does not write the "
+                         "<|image_start|>/<|image_end|> tokens of its tokenizer: bind the model's own processor, "
+                         "pnd.attach(model, processor).")
+    return vocabulary[tokens[0]], vocabulary[tokens[1]]
 
 
 @dataclass(frozen=True)
@@ -48,13 +55,12 @@ class Lfm2VlArchitecture(Architecture):
         """The image blocks of `input_ids`, delimiters read with the processor bound to `model`.
 
         Raises:
-            ValueError: without a bound processor, or when a row's start and end tokens do not pair up (a truncated
-                prompt: the block's extent is unknown).
+            ValueError: without a bound processor (or another family's), or when a row's start and end tokens do not
+                pair up (a truncated prompt: the block's extent is unknown).
         """
         processor = bound_processor(model, "LFM2-VL's image delimiters (<|image_start|>, <|image_end|>) are tokenizer "
                                            "tokens whose ids the model's config does not hold")
-        start, end = (special_token_id(processor.tokenizer, t) for t in (processor.image_start_token,
-                                                                         processor.image_end_token))
+        start, end = delimiter_ids(processor)
         blocks = inside_outermost_blocks(input_ids, start, end) | (input_ids == start) | (input_ids == end)
         return blocks | self.placeholder_mask(model.config, input_ids)  # use_image_special_tokens=False: no block
 
