@@ -271,14 +271,17 @@ def test_lfm2_vl_prior_hides_the_tile_grid(tiny):
     assert not torch.allclose(_placeholders_masked(model, square), _placeholders_masked(model, wide), atol=1e-3)
 
 
-def test_lfm2_vl_expansion_without_image_special_tokens(tiny):
-    """With `use_image_special_tokens=False` LFM2-VL's processor inserts the `<image>` tokens alone (tiles and
-    thumbnail): the expansion is those, what the processor replaced."""
+@pytest.mark.parametrize("special_tokens", [True, False])
+def test_lfm2_vl_expansion_of_two_images_in_a_prompt(tiny, special_tokens):
+    """A tiled image and a small one in each prompt: the expansion is what the processor replaced; with
+    `use_image_special_tokens=False` the processor inserts the `<image>` tokens alone (tiles and thumbnail)."""
     model, processor = tiny("lfm2_vl")
-    texts = [video_prompt(processor, "Describe it.", "image")]
-    ids, replaced = processor_expansion(processor, texts, images=[[random_video(0, frames=1, size=64)[0]]],
-                                        use_image_special_tokens=False)
-    assert torch.equal(replaced, ids == model.config.image_token_id)
+    texts = [processor.apply_chat_template([{"role": "user", "content": [
+        {"type": "image"}, {"type": "text", "text": question}, {"type": "image"}]}], add_generation_prompt=True)
+        for question in ("Describe it.", "what colour is the shape? answer.")]
+    images = [[random_video(i, frames=1, size=64)[0], random_video(i, frames=1, size=32)[0]] for i in range(2)]
+    ids, replaced = processor_expansion(processor, texts, images=images, use_image_special_tokens=special_tokens)
+    assert torch.equal(replaced, ids == model.config.image_token_id) != special_tokens
     assert torch.equal(architecture_for(model).expansion(model, ids), replaced)
 
 
