@@ -72,7 +72,7 @@ class RecurrentState(NamedTuple):
 
 
 def has_recurrent_layers(config) -> bool:
-    """Whether the (text) config's cache has recurrent layers (`LinearAttentionCacheLayerMixin`), e.g. Qwen3.5."""
+    """Whether the (text) config's cache has recurrent layers (`LinearAttentionCacheLayerMixin`), e.g. Qwen3.5, LFM2."""
     return any(isinstance(layer, LinearAttentionCacheLayerMixin) for layer in DynamicCache(config=config).layers)
 
 

@@ -3,7 +3,8 @@
 Rows `[0, n)` are the conditioned pass, rows `[n, 2n)` the prior pass of the same sequences. Beam
 reordering, batch expansion and selection apply the same row operation to both halves, so the prior can
 never go stale (the bug of VCD, PAI and transformers' CFG processor, docs/design.md §5). Every layer's rows
-move together: an attention layer's keys and values, a recurrent layer's (Qwen3.5's Gated DeltaNet) states.
+move together: an attention layer's keys and values, a recurrent layer's states (Qwen3.5's Gated DeltaNet,
+LFM2's short convolutions).
 
 Example:
     >>> cache = PairedCache()

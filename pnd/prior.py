@@ -4,7 +4,7 @@ The masked prior never needs pixels or the vision tower: its prefill runs the la
 text tokens only, with the position ids they have in the conditioned pass, and lays the result out in a
 KV-cache of the conditioned pass's length (visual slots zero and masked). Text before the first visual
 token is the same in both passes: its keys/values are copied from the conditioned pass, not recomputed.
-A model with recurrent layers (Qwen3.5) runs every kept token through every layer instead: its recurrent
+A model with recurrent layers (Qwen3.5, LFM2) runs every kept token through every layer instead: its recurrent
 states after the text before the video are not in the conditioned cache, which holds them after the whole
 prompt; the prior rows keep the recurrent states at the end of the kept tokens.
 

@@ -64,7 +64,7 @@ def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600, named: dict
 
 
 def _scale_attention(model: torch.nn.Module, factor: float) -> None:
-    """Sharpen attention and logits so that position or masking bugs change the tokens.
+    """Sharpen attention, short convolutions and logits so that position or masking bugs change the tokens.
 
     At random init attention is nearly uniform (docs/design.md §7): scaling q/k and lm_head fixes that.
     """
@@ -72,9 +72,13 @@ def _scale_attention(model: torch.nn.Module, factor: float) -> None:
         for name, param in model.named_parameters():
             if ("language_model" in name or "text_model" in name) and name.endswith(("q_proj.weight", "k_proj.weight")):
                 param.mul_(factor)
-        # q/k RMSNorms right after the projections (Qwen3-VL, Qwen3.5, Gemma 3) undo that scaling: scale their gain
+            # LFM2's short convolutions, y = C * conv(B * x): scaling the input projection (B, C, x) and the kernel makes
+            # the convolution matter, so that a state carried across the removed span changes the tokens too
+            if "language_model" in name and name.endswith(("conv.in_proj.weight", "conv.conv.weight")):
+                param.mul_(factor)
+        # q/k RMSNorms right after the projections (Qwen3-VL, Qwen3.5, Gemma 3, LFM2) undo that scaling: scale their gain
         for name, module in model.named_modules():
-            if "language_model" in name and name.endswith(("q_norm", "k_norm")):
+            if "language_model" in name and name.endswith(("q_norm", "k_norm", "q_layernorm", "k_layernorm")):
                 if module.weight.any():
                     module.weight.mul_(factor)  # gain = weight (ones at init)
                 else:
@@ -548,6 +552,36 @@ def _minicpmv(seed: int, model_type: str = "minicpmv4_6"):
     return model, processor
 
 
+def _lfm2_vl(seed: int):
+    """LFM2-VL: a hybrid language model (short-convolution layers on both sides of a full-attention layer); a 56x56
+    image is split into 2x2 tiles of 4 tokens each plus a thumbnail of 4, a 32x128 one into 1x4 tiles plus a thumbnail
+    of 4, a 32x32 one is a single block of 4."""
+    from transformers import Lfm2VlConfig, Lfm2VlForConditionalGeneration, Lfm2VlImageProcessor, Lfm2VlProcessor
+
+    named = {"image_token": "<image>", "image_start_token": "<|image_start|>", "image_end_token": "<|image_end|>",
+             "image_thumbnail_token": "<|img_thumbnail|>"}
+    tiles = [f"<|img_row_{row}_col_{col}|>" for row in (1, 2) for col in (1, 2, 3, 4)]
+    tokenizer = tiny_tokenizer([*named.values(), *tiles], named=named)
+    config = Lfm2VlConfig(
+        vision_config=dict(model_type="siglip2_vision_model", hidden_size=32, intermediate_size=64,
+                           num_hidden_layers=2, num_attention_heads=2, patch_size=8, num_patches=16),
+        text_config={**_tiny_llama(tokenizer), "model_type": "lfm2", "num_hidden_layers": 3,
+                     "layer_types": ["conv", "full_attention", "conv"], "block_auto_adjust_ff_dim": False},
+        image_token_id=tokenizer.image_token_id,
+        projector_hidden_size=64,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = Lfm2VlForConditionalGeneration(config).eval()
+    processor = Lfm2VlProcessor(
+        image_processor=Lfm2VlImageProcessor(encoder_patch_size=8, tile_size=32, min_image_tokens=1,
+                                             max_image_tokens=4, min_tiles=2, max_tiles=4),
+        tokenizer=tokenizer,
+        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<image>"),
+    )
+    return model, processor
+
+
 _BUILDERS = {
     "llava_onevision": _llava_onevision,
     "qwen2_vl": lambda seed: _qwen2_vl(seed, "qwen2_vl"),
@@ -568,6 +602,7 @@ _BUILDERS = {
     "video_llama_3": _video_llama_3,
     "minicpmv4_6": lambda seed: _minicpmv(seed, "minicpmv4_6"),
     "minicpmv4_7": lambda seed: _minicpmv(seed, "minicpmv4_7"),
+    "lfm2_vl": _lfm2_vl,
 }
 TINY_ARCHITECTURES = tuple(_BUILDERS)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
@@ -581,8 +616,8 @@ def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
     Args:
         model_type: one of `TINY_ARCHITECTURES`.
         seed: the weights' seed.
-        sharpen: attention (q/k) and output weights are scaled by this, so that a position or masking bug
-            changes the generated tokens (at random init attention is nearly uniform).
+        sharpen: attention (q/k), short-convolution (LFM2) and output weights are scaled by this, so that a position
+            or masking bug changes the generated tokens (at random init attention is nearly uniform).
         **text: overrides of the language model's config, for "llava_onevision" (e.g. hidden_size=512).
 
     Returns:

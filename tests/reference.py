@@ -18,7 +18,7 @@ import torch
 PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw",
               "image_token_pooling", "image_grids", "image_num_crops", "video_token_pooling", "video_grids",
               "image_merge_sizes", "video_merge_sizes", "video_compression_mask", "target_sizes",
-              "target_sizes_videos")
+              "target_sizes_videos", "pixel_attention_mask", "spatial_shapes")
 # per-token inputs that make a family's visual blocks attend bidirectionally (the generated tokens are text: 0)
 BIDIRECTIONAL = {"gemma3": "token_type_ids", "molmo2": "mm_token_type_ids"}
 
@@ -63,6 +63,9 @@ TEXT_EXPANDED = {
     "video_llama_3": r"Time [0-9]+\.[0-9]s:(?:<\|video_pad\|>)+(?:,Time [0-9]+\.[0-9]s:(?:<\|video_pad\|>)*)*"
                      r"|(?:<\|image_pad\|>)+",
     # Molmo2 video prompts (its image-only prompts are BLOCKS): `t.t <frame_start>…<frame_end>` per frame, spaced
+    # LFM2-VL: `<|image_start|>` … `<|image_end|>` around tiles, row/col markers and thumbnail; bare `<image>` tokens
+    # without the special tokens
+    "lfm2_vl": r"<\|image_start\|>.*?<\|image_end\|>|(?:<image>)+",
     "molmo2": r"[0-9]+\.[0-9] <frame_start>(?:<im_patch>)+<frame_end>(?: [0-9]+\.[0-9] <frame_start>(?:<im_patch>)+"
               r"<frame_end>)*|(?:<low_res_im_start>|<im_start>)(?:<im_patch>|<im_col>)*<im_end>",
     "minicpmv4_6": _MINICPMV,

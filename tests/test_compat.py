@@ -110,6 +110,24 @@ def test_recurrent_layer_states_round_trip_through_a_cache():
     assert isinstance(halves, _compat.RecurrentState) and halves.recurrent.shape[0] == 1
 
 
+def test_conv_only_recurrent_layer_states_round_trip_through_a_cache():
+    """LFM2's short-convolution layers hold a conv state and no recurrent state: the same calls carry it, the missing
+    state stays None (no tensor made up for it)."""
+    config = pnd.testing.tiny_model("lfm2_vl")[0].config.get_text_config(decoder=True)
+    assert config.layer_types == ["conv", "full_attention", "conv"] and _compat.has_recurrent_layers(config)
+    conv = lambda: _compat.RecurrentState(torch.randn(2, 64, config.conv_L_cache), None)  # noqa: E731
+    states = [conv(), (torch.randn(2, 2, 5, 16), torch.randn(2, 2, 5, 16)), conv()]
+    cache = _compat.cache_from_layers(config, states)
+    assert cache.get_seq_length() == 5
+    torch.testing.assert_close(cache.get_conv_state(2), states[2].conv, rtol=0, atol=0)
+    read = _compat.layer_states(cache)
+    assert isinstance(read[0], _compat.RecurrentState) and read[0].recurrent is None
+    halves = _compat.map_states(lambda t: t[1:], read[0])
+    assert torch.equal(halves.conv, states[0].conv[1:]) and halves.recurrent is None
+    _compat.set_layer_state(cache.layers[0], halves)
+    assert cache.get_conv_state(0) is halves.conv
+
+
 def test_attention_implementation_follows_the_public_switch():
     model, _ = pnd.testing.tiny_model("llava_onevision")
     text_config = model.config.get_text_config(decoder=True)

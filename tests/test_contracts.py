@@ -235,7 +235,7 @@ def test_processor_outside_generate():
 
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "video_llava", "qwen3_5", "gemma3",
-                                        "molmo2", "minicpmv4_6", "minicpmv4_7"])
+                                        "molmo2", "minicpmv4_6", "minicpmv4_7", "lfm2_vl"])
 def test_blank_prior_mode_is_the_model_on_blank_frames(tiny, model_type):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)

@@ -50,7 +50,7 @@ def test_normalization_changes_decoding(tiny, model_type):
 
 ALPHA_ZERO_FAMILIES = ("llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm", "qwen3_5",
                        "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3", "minicpmv4_6",
-                       "minicpmv4_7")
+                       "minicpmv4_7", "lfm2_vl")
 ALPHA_ZERO_CASES = [(model_type, mode) for model_type in ALPHA_ZERO_FAMILIES for mode in ("greedy", "beam", "sample")
                     if (model_type, mode) != ("glm4v", "beam")]  # GLM-4V video + beam crashes in transformers itself
 
@@ -72,7 +72,7 @@ def test_alpha_zero_is_plain_generate(tiny, model_type, mode):
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "llava", "qwen3_vl", "glm4v", "video_llava", "perception_lm",
                                         "qwen3_5", "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3",
-                                        "minicpmv4_6", "minicpmv4_7"])
+                                        "minicpmv4_6", "minicpmv4_7", "lfm2_vl"])
 def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
     model, processor = tiny(model_type)
     batch = tiny_inputs(processor, model_type, PROMPTS)
@@ -89,7 +89,8 @@ def test_left_padded_batch_equals_each_prompt_alone(tiny, model_type):
                                                ("internvl", False), ("internvl", True), ("smolvlm", False),
                                                ("smolvlm", True), ("video_llama_3", False), ("video_llama_3", True),
                                                ("minicpmv4_6", False), ("minicpmv4_6", True),
-                                               ("minicpmv4_7", False), ("minicpmv4_7", True)])
+                                               ("minicpmv4_7", False), ("minicpmv4_7", True),
+                                               ("lfm2_vl", True)])
 def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type, image):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS, image=image)
@@ -116,6 +117,11 @@ def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type, im
 def _pixels_of(pixel_inputs, index, model, inputs):
     """The visual inputs of prompt `index` alone (the Qwen-style processors and InternVL flatten the patches of all
     visuals)."""
+    if model.config.model_type == "lfm2_vl":  # one tile per run of image tokens (its tiles, then its thumbnail)
+        image = inputs["input_ids"] == model.config.image_token_id
+        tiles = (image[:, 1:] & ~image[:, :-1]).sum(1)
+        start = int(tiles[:index].sum())
+        return {k: v[start : start + int(tiles[index])] for k, v in pixel_inputs.items()}
     if model.config.model_type == "internvl":  # image_seq_length placeholders per frame or image tile
         tiles = (inputs["input_ids"] == model.config.image_token_id).sum(1) // model.config.image_seq_length
         start = int(tiles[:index].sum())
@@ -151,7 +157,7 @@ def _pixels_of(pixel_inputs, index, model, inputs):
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm",
                                         "qwen3_5", "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3",
-                                        "minicpmv4_6", "minicpmv4_7"])
+                                        "minicpmv4_6", "minicpmv4_7", "lfm2_vl"])
 def test_sampling_scores_are_reference_scores(tiny, model_type):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)
@@ -166,7 +172,7 @@ def test_sampling_scores_are_reference_scores(tiny, model_type):
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm",
                                         "qwen3_5", "gemma3", "molmo2", "internvl", "smolvlm", "video_llama_3",
-                                        "minicpmv4_6", "minicpmv4_7"])
+                                        "minicpmv4_6", "minicpmv4_7", "lfm2_vl"])
 def test_prior_ignores_pixels_and_equals_masked_forward(tiny, model_type):
     model, processor = tiny(model_type)
     a = tiny_inputs(processor, model_type, PROMPTS, seed=0)

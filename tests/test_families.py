@@ -38,7 +38,7 @@ MORE_THAN_PLACEHOLDERS = {
     "gemma3": {"image": True}, "molmo2": {"video": True, "image": True},
     "internvl": {"video": True, "image": True}, "smolvlm": {"video": True, "image": True},
     "video_llama_3": {"video": True, "image": False}, "minicpmv4_6": {"video": True, "image": True},
-    "minicpmv4_7": {"video": True, "image": True},
+    "minicpmv4_7": {"video": True, "image": True}, "lfm2_vl": {"image": True},
 }
 
 
@@ -256,6 +256,56 @@ def test_prior_hides_the_timestamps_the_processor_writes(tiny, model_type):
     torch.testing.assert_close(prior, pnd.prior_logits(model, **slow), atol=1e-5, rtol=0)
     torch.testing.assert_close(prior.float(), full_logits(model, fast, fast["input_ids"], prior=True), atol=1e-4, rtol=0)
     assert not torch.allclose(_placeholders_masked(model, fast), _placeholders_masked(model, slow), atol=1e-3)
+
+
+def test_lfm2_vl_prior_hides_the_tile_grid(tiny):
+    """Two images that LFM2-VL's processor splits into 2x2 and 1x4 tiles: expansions of the same length that differ
+    only in their `<|img_row_R_col_C|>` markers. The same prior, the brute-force one (the kept tokens through every
+    layer); the placeholder-only prior differs."""
+    model, processor = tiny("lfm2_vl")
+    text = [video_prompt(processor, "Describe the image.", "image")]
+    square, wide = (processor(text=text, images=[[image]], return_tensors="pt")
+                    for image in (random_video(0, frames=1, size=64)[0], random_video(0, frames=1, size=128)[0, :, :32]))
+    assert square["input_ids"].shape == wide["input_ids"].shape
+    assert not torch.equal(square["input_ids"], wide["input_ids"])
+    prior = pnd.prior_logits(model, **square)
+    torch.testing.assert_close(prior, pnd.prior_logits(model, **wide), atol=1e-5, rtol=0)
+    torch.testing.assert_close(prior.float(), full_logits(model, square, square["input_ids"], prior=True), atol=1e-4,
+                               rtol=0)
+    assert not torch.allclose(_placeholders_masked(model, square), _placeholders_masked(model, wide), atol=1e-3)
+
+
+@pytest.mark.parametrize("special_tokens", [True, False])
+def test_lfm2_vl_expansion_of_two_images_in_a_prompt(tiny, special_tokens):
+    """A tiled image and a small one in each prompt: the expansion is what the processor replaced; with
+    `use_image_special_tokens=False` the processor inserts the `<image>` tokens alone (tiles and thumbnail)."""
+    model, processor = tiny("lfm2_vl")
+    texts = [processor.apply_chat_template([{"role": "user", "content": [
+        {"type": "image"}, {"type": "text", "text": question}, {"type": "image"}]}], add_generation_prompt=True)
+        for question in ("Describe it.", "what colour is the shape? answer.")]
+    images = [[random_video(i, frames=1, size=64)[0], random_video(i, frames=1, size=32)[0]] for i in range(2)]
+    ids, replaced = processor_expansion(processor, texts, images=images, use_image_special_tokens=special_tokens)
+    assert torch.equal(replaced, ids == model.config.image_token_id) != special_tokens
+    assert torch.equal(architecture_for(model).expansion(model, ids), replaced)
+
+
+def test_lfm2_vl_needs_its_processor_and_whole_image_blocks(tiny):
+    """LFM2-VL's image delimiters are tokenizer ids its config lacks: without the processor, or with another family's,
+    the prior refuses, naming the fix; a prompt cut inside an image block (its extent unknown) is an error."""
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model("lfm2_vl")
+    inputs = tiny_inputs_of(processor, "lfm2_vl")
+    del model._pnd_processor
+    with pytest.raises(ValueError, match=r"<\|image_start\|>.*pnd.attach\(model, processor\)"):
+        pnd.prior_logits(model, **inputs)
+    with pytest.raises(ValueError, match=r"\(LlavaProcessor\) does not write the <\|image_start\|>"):
+        pnd.prior_logits(pnd.attach(model, tiny("llava")[1]), **inputs)
+    model, _ = tiny("lfm2_vl")
+    ids = inputs["input_ids"]
+    cut = int((ids[0] == processor.tokenizer.convert_tokens_to_ids("<|image_end|>")).nonzero()[0])
+    with pytest.raises(ValueError, match="do not pair up"):
+        pnd.prior_logits(model, input_ids=torch.cat([ids[:, :cut], ids[:, -3:]], 1))
 
 
 def test_smolvlm_language_model_is_its_text_model(tiny):

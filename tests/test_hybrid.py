@@ -1,9 +1,10 @@
-"""Hybrid language models (Qwen3.5: Gated-DeltaNet layers around full attention): the prior's recurrent layers see the
-kept tokens only, as if the visual expansion were absent (docs/design.md, "The prior").
+"""Hybrid language models (Qwen3.5: Gated-DeltaNet layers around full attention; LFM2-VL: short convolutions around
+full attention): the prior's recurrent layers see the kept tokens only, as if the visual expansion were absent
+(docs/design.md, "The prior").
 
 The brute-force reference (`reference.py`) runs the kept tokens alone through the whole model; the decoding-mode tests
-(greedy, beam search, sampling, batches, alpha=0) run on Qwen3.5 in `test_exactness.py`. Here: what is particular to
-recurrent layers, and that a prior which lets the expansion reach them gives other tokens (the tests are not vacuous).
+(greedy, beam search, sampling, batches, alpha=0) run on both families in `test_exactness.py`. Here: what is particular
+to recurrent layers, and that a prior which lets the expansion reach them gives other tokens (the tests are not vacuous).
 """
 
 import pytest
@@ -13,10 +14,11 @@ import pnd
 from pnd.testing import tiny_inputs
 
 from helpers import PROMPTS
-from reference import (PIXEL_KEYS, conditioned_positions, full_logits, greedy, kept_tokens_forward,
-                       placeholders_only_removed, sequence_mask, visual_positions)
+from reference import (PIXEL_KEYS, conditioned_positions, full_logits, greedy, kept_tokens_forward, kept_tokens_logits,
+                       normalized_scores, placeholders_only_removed, sequence_mask, visual_positions)
 
 STEPS = 6
+HYBRID = ("qwen3_5", "lfm2_vl")
 
 
 def _eos(model):
@@ -61,6 +63,31 @@ def test_qwen3_5_decoding_fails_with_a_leaky_prior(tiny, leak):
     assert not torch.equal(right, wrong)
 
 
+@pytest.mark.parametrize("leak", sorted(LEAKY_PRIORS))
+def test_lfm2_vl_scores_fail_with_a_leaky_prior(tiny, leak):
+    """pnd's tokens and scores are the reference's (kept tokens alone through every layer: no convolution spans the
+    removed image block); along those tokens, a prior that lets the expansion reach the model (its delimiters and tile
+    markers left in, or the block reaching the short convolutions) scores far outside the exactness tests' tolerance
+    (1e-4). Whether its argmax moves too depends on the random weights (a convolution sees two tokens back only); the
+    gap does not."""
+    model, processor = tiny("lfm2_vl")
+    inputs = tiny_inputs(processor, "lfm2_vl", PROMPTS[:1])  # unpadded: the 4-D mask variant has no padding mask
+    out = pnd.attach(model).generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
+                                     output_scores=True, return_dict_in_generate=True,
+                                     logits_processor=[pnd.PriorNormalized(1.0)])
+    right, scores = greedy(model, inputs, 1.0, STEPS, banned=_eos(model))
+    assert torch.equal(out.sequences[:, -STEPS:], right)
+    gap = 0.0
+    for k, (got, want) in enumerate(zip(out.scores, scores)):
+        finite = torch.isfinite(got)
+        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+        sequence = torch.cat([inputs["input_ids"], right[:, :k]], 1)
+        with torch.no_grad():
+            leaky = normalized_scores(model, inputs, sequence, 1.0, prior=LEAKY_PRIORS[leak])
+        gap = max(gap, float((leaky - want)[finite].abs().max()))
+    assert gap > 0.05
+
+
 def _prefill_calls(model, inputs):
     """The language model's keyword arguments at each call of a one-token normalized `generate`."""
     calls = []
@@ -78,12 +105,19 @@ def _recurrent(layer):
     return hasattr(layer, "recurrent_states")
 
 
-def test_qwen3_5_prefill_runs_every_kept_token_and_the_paired_cache_holds_their_states(tiny):
+def _states(layer):
+    """A recurrent cache layer's states by name: Gated DeltaNet has both, a short convolution (LFM2) a conv state only."""
+    return {name: getattr(layer, name)[0] for name in ("conv_states", "recurrent_states")
+            if getattr(layer, name)[0] is not None}
+
+
+@pytest.mark.parametrize("model_type", HYBRID)
+def test_hybrid_prefill_runs_every_kept_token_and_the_paired_cache_holds_their_states(tiny, model_type):
     """No packing and no reuse of the text before the video: the prior's own call computes every kept token. After
     the prefill, the paired cache's prior rows hold the recurrent states and (at the kept slots) the keys/values of
     a forward on the kept tokens alone, its conditioned rows those of a plain forward (left-padded batch)."""
-    model, processor = tiny("qwen3_5")
-    inputs = tiny_inputs(processor, "qwen3_5", PROMPTS)
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
     ids, mask = inputs["input_ids"], inputs["attention_mask"]
     assert (mask == 0).any()
     assert not pnd.packed.packs_prior(model, {"logits_to_keep": 1})
@@ -100,10 +134,11 @@ def test_qwen3_5_prefill_runs_every_kept_token_and_the_paired_cache_holds_their_
     layers = zip(cache.layers, plain.past_key_values.layers, prior.past_key_values.layers)
     for got, want_cond, want_prior in layers:
         if _recurrent(got):
-            for name in ("conv_states", "recurrent_states"):
-                both = getattr(got, name)[0]
-                torch.testing.assert_close(both[:n], getattr(want_cond, name)[0], atol=1e-4, rtol=0)
-                torch.testing.assert_close(both[n:], getattr(want_prior, name)[0], atol=1e-4, rtol=0)
+            states, cond_states, prior_states = _states(got), _states(want_cond), _states(want_prior)
+            assert states and states.keys() == cond_states.keys() == prior_states.keys()
+            for name, both in states.items():
+                torch.testing.assert_close(both[:n], cond_states[name], atol=1e-4, rtol=0)
+                torch.testing.assert_close(both[n:], prior_states[name], atol=1e-4, rtol=0)
         else:
             for name in ("keys", "values"):
                 both, length = getattr(got, name), ids.shape[1]
@@ -116,12 +151,13 @@ def test_qwen3_5_prefill_runs_every_kept_token_and_the_paired_cache_holds_their_
 
 def _tensors(layer):
     """A cache layer's per-row tensors: a recurrent layer's states, an attention layer's keys and values."""
-    return [layer.conv_states[0], layer.recurrent_states[0]] if _recurrent(layer) else [layer.keys, layer.values]
+    return list(_states(layer).values()) if _recurrent(layer) else [layer.keys, layer.values]
 
 
-def test_qwen3_5_batch_selection_moves_both_halves_of_every_layer(tiny):
-    model, processor = tiny("qwen3_5")
-    cache = _prefill_calls(model, tiny_inputs(processor, "qwen3_5", PROMPTS))[0]["past_key_values"]
+@pytest.mark.parametrize("model_type", HYBRID)
+def test_hybrid_batch_selection_moves_both_halves_of_every_layer(tiny, model_type):
+    model, processor = tiny(model_type)
+    cache = _prefill_calls(model, tiny_inputs(processor, model_type, PROMPTS))[0]["past_key_values"]
     before = [_tensors(layer) for layer in cache.layers]
     cache.batch_select_indices(torch.tensor([1]))
     for layer, tensors in zip(cache.layers, before):
@@ -130,11 +166,12 @@ def test_qwen3_5_batch_selection_moves_both_halves_of_every_layer(tiny):
     assert cache.prior_attends.shape[0] == 1
 
 
-def test_qwen3_5_returned_cache_holds_the_conditioned_rows(tiny):
+@pytest.mark.parametrize("model_type", HYBRID)
+def test_hybrid_returned_cache_holds_the_conditioned_rows(tiny, model_type):
     """`generate` returns the conditioned rows' cache, recurrent states included: those of a plain forward over the
     prompt and the tokens generated before the last."""
-    model, processor = tiny("qwen3_5")
-    inputs = tiny_inputs(processor, "qwen3_5", PROMPTS)
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
     out = pnd.attach(model).generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=False,
                                      return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(0.5)])
     sequence = out.sequences[:, :-1]
@@ -147,8 +184,9 @@ def test_qwen3_5_returned_cache_holds_the_conditioned_rows(tiny):
     assert not isinstance(returned, pnd.cache.PairedCache)
     for got, want in zip(returned.layers, plain.layers):
         if _recurrent(got):
-            for name in ("conv_states", "recurrent_states"):
-                torch.testing.assert_close(getattr(got, name)[0], getattr(want, name)[0], atol=1e-4, rtol=0)
+            assert _states(got).keys() == _states(want).keys()
+            for name, state in _states(got).items():
+                torch.testing.assert_close(state, _states(want)[name], atol=1e-4, rtol=0)
         else:
             torch.testing.assert_close(got.keys.transpose(1, 2)[mask.bool()], want.keys.transpose(1, 2)[mask.bool()],
                                        atol=1e-4, rtol=0)
@@ -171,11 +209,12 @@ def test_qwen3_5_prior_does_not_depend_on_the_timestamps(tiny):
     assert not torch.allclose(leaky[0], leaky[1], atol=1e-3)
 
 
-def test_qwen3_5_text_prior_mode_is_the_prompt_without_its_expansion(tiny):
+@pytest.mark.parametrize("model_type", HYBRID)
+def test_hybrid_text_prior_mode_is_the_prompt_without_its_expansion(tiny, model_type):
     """prior="text": the kept tokens renumbered from 0, i.e. the model on the prompt with the expansion cut out, at
     the prefill and while decoding (alpha=1: the prior's log-softmax is the conditioned one minus the score)."""
-    model, processor = tiny("qwen3_5")
-    inputs = tiny_inputs(processor, "qwen3_5", PROMPTS[:1])
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS[:1])
     text_only = inputs["input_ids"][~visual_positions(model, inputs["input_ids"])][None]
     with torch.no_grad():
         want = model(input_ids=text_only).logits[:, -1]

@@ -42,6 +42,7 @@ def teacher_forced(model, inputs, prior):
                                    "minicpmv4_7")
       for mode in ("masked", "text")),
     ("gemma3", "masked", "image"),  # images only; prior="text" is refused on sliding-window models
+    *(("lfm2_vl", mode, "image") for mode in ("masked", "text")),  # images only; a hybrid (short convolutions)
     *(("molmo2", mode, modality) for mode in ("masked", "text") for modality in ("image", "video")),
 ])
 def test_scores_equal_teacher_forced_forwards(tiny, model_type, prior_mode, modality):

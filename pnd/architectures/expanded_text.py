@@ -63,11 +63,12 @@ def bind_processor(model, processor) -> None:
 
 
 def bound_processor(model, why: str):
-    """The processor bound to `model`, or a ValueError that says `why` pnd needs it and how to bind it."""
+    """The processor `bind_processor` bound to `model`; without one, a ValueError that starts with `why` (what the
+    family's expansion needs the processor for) and says how to bind it."""
     processor = getattr(model, "_pnd_processor", None)
     if processor is None:
-        raise ValueError(f"{why}, so pnd needs the processor: call pnd.attach(model, processor) with the processor "
-                         "that builds the inputs.")
+        raise ValueError(f"{why}, so pnd needs the processor: call pnd.attach(model, processor) with the processor that "
+                         "builds the inputs.")
     return processor
 
 
