@@ -174,6 +174,23 @@ def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     assert got == processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
 
 
+@pytest.mark.parametrize("model_type", ["gemma3", "lfm2_vl"])
+def test_pnd_caption_on_an_image_only_family_says_so(tmp_path, model_type):
+    """A saved model whose processor takes images only: pnd caption stops with the reason, writing nothing."""
+    from pnd.cli import main
+    from pnd.testing import tiny_model
+    from pnd.video import write_video
+
+    model, processor = tiny_model(model_type)
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    write_video(tmp_path / "v.mp4", random_video(0, frames=8, size=64))
+    with pytest.raises(SystemExit, match=f"{model_type}'s processor takes images only"):
+        main(["caption", str(tmp_path / "v.mp4"), "--model", str(tmp_path / "model"), "--frames", "4",
+              "--out", str(tmp_path / "out.jsonl")])
+    assert not (tmp_path / "out.jsonl").exists() or not (tmp_path / "out.jsonl").read_text()
+
+
 def test_pnd_models_lists_every_family(capsys):
     from pnd.cli import main
 

@@ -165,6 +165,10 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
                                          num_workers=args.workers, collate_fn=list)
     batches = iter(loader)  # the workers start decoding while the model loads
     model, processor = load_for_rank(args, args.model or str(DEMO_MODEL), launch)
+    if getattr(processor, "video_processor", None) is None:
+        fail(f"{model.config.model_type}'s processor takes images only (it has no video processor), and pnd caption "
+             "captions videos. Use a model of a family that takes video (`pnd models --families`), or score a "
+             "video's frames as images with pnd.CaptionScorer.")
     attach(model, processor)
     if args.compare:
         print(f"| video | plain | normalized (alpha {args.alpha}) |\n|---|---|---|")
