@@ -1,5 +1,7 @@
 """Helpers shared by the test modules (test modules import from here and from reference.py, never from each other)."""
 
+import signal
+
 import av
 import numpy as np
 import psutil
@@ -30,3 +32,10 @@ def rank_process(job, rank: str):
 
     [process] = [p for p in job.children(recursive=True) if rank_of(p) == rank and rank_of(p.parent()) != rank]
     return process
+
+
+def interruptible():
+    """`preexec_fn` for a child that a test interrupts: SIGINT back to its default, so that Python raises
+    KeyboardInterrupt in it even when the test run itself ignores SIGINT (a job started with `&` by a
+    non-interactive shell, as CI may be)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

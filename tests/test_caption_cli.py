@@ -21,6 +21,8 @@ from pnd.demo import load_demo_model
 from pnd.demo.moving import make_moving_clip
 from pnd.video import read_video, write_video
 
+from helpers import interruptible
+
 SCRIPT = pathlib.Path(sys.executable).with_name("pnd")
 
 
@@ -233,7 +235,7 @@ def test_sigint_stops_cleanly_and_says_how_to_resume(videos, tmp_path):
     os.mkfifo(many / "04.mp4")
     out = tmp_path / "captions.jsonl"
     process = subprocess.Popen([SCRIPT, "caption", many, "--out", out, "--batch-size", "1", "--workers", "1"],
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     part = tmp_path / "captions.jsonl.part-00000"
     deadline = time.time() + 120
     while not (part.exists() and part.read_text().count("\n") >= 4) and time.time() < deadline:

@@ -17,7 +17,7 @@ import torch
 from pnd.ranking import retrieval_metrics, sinkhorn
 from pnd.testing import tiny_model
 
-from helpers import rank_process, write_mp4
+from helpers import interruptible, rank_process, write_mp4
 
 SCRIPT = pathlib.Path(sys.executable).with_name("pnd")
 
@@ -275,7 +275,7 @@ def test_sigint_stops_cleanly_keeps_the_rows_and_says_how_to_resume(setup, tmp_p
     os.mkfifo(many / "02.mp4")
     out = tmp_path / "out"
     process = subprocess.Popen([SCRIPT, "retrieve", many, "--captions", setup / "captions.jsonl", "--model",
-                                setup / "model", "--frames", "4", "--out", out], stderr=subprocess.PIPE, text=True)
+                                setup / "model", "--frames", "4", "--out", out], stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     part = out / "rows.jsonl.part-00000"
     deadline = time.time() + 120
     while lines(part) < 2 and time.time() < deadline:
