@@ -174,7 +174,8 @@ def masked_prefill(
     attends = torch.cat([slots.reused[:, : slots.prefix], slots.computed], 1)
     hidden = architecture_for(model).language_model(model)(
         input_ids=input_ids.gather(1, slots.index),
-        attention_mask=attends.long() if window is None else window_masks(config, slots, window, model.dtype),
+        attention_mask=attends.long() if window is None else window_masks(config, slots, attends, window,
+                                                                          model.dtype),
         position_ids=slots.positions,
         past_key_values=cache,
         use_cache=True,
@@ -189,16 +190,16 @@ def sliding_window(config) -> int | None:
     return window if types is None or "sliding_attention" in types else None
 
 
-def window_masks(config, slots: PriorSlots, window: int, dtype: torch.dtype):
+def window_masks(config, slots: PriorSlots, attended: torch.Tensor, window: int, dtype: torch.dtype):
     """Additive attention masks of the prior's own call on a sliding-window model, per layer type.
 
     The computed tokens sit side by side in that call, but a sliding-window layer must see the `window` slots
     before each token in the conditioned prompt (visual slots in them masked), as the decoding steps do: so the
     masks are causal over the prompt's slots, and on sliding layers keep keys less than `window` slots back.
+    `attended` (batch, keys) marks the call's keys the prior may see: the reused prefix's, then the computed tokens'.
     """
     batch, prefix = slots.index.shape[0], slots.prefix
     key_slots = torch.cat([torch.arange(prefix, device=slots.index.device).expand(batch, -1), slots.index], 1)
-    attended = torch.cat([slots.reused[:, :prefix], slots.computed], 1)
     behind = slots.index[:, :, None] - key_slots[:, None, :]  # (batch, queries, keys)
     allowed = attended[:, None, :] & (behind >= 0)
     own = torch.eye(slots.index.shape[1], dtype=torch.bool, device=behind.device)

@@ -39,6 +39,16 @@ def inside_outermost_blocks(input_ids: torch.Tensor, start_id: int, end_id: int)
     return (depth > 0) & ~(starts & (depth == 1))
 
 
+
+def blocks_with_ends(input_ids: torch.Tensor, start_id: int, end_id: int) -> torch.Tensor:
+    """Mask of each outermost `start_id … end_id` block with its start and end tokens (`inside_outermost_blocks`).
+
+    Example:
+        >>> blocks_with_ends(torch.tensor([[9, 1, 5, 2, 9]]), start_id=1, end_id=2).int().tolist()
+        [[0, 1, 1, 1, 0]]
+    """
+    return inside_outermost_blocks(input_ids, start_id, end_id) | (input_ids == start_id) | (input_ids == end_id)
+
 @dataclass(frozen=True)
 class DelimitedArchitecture(MRoPEArchitecture):
     """An M-RoPE family whose expansion is everything strictly inside the template's outermost delimiter pairs.

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .delimited import inside_outermost_blocks
+from .delimited import blocks_with_ends
 from .registry import Architecture, register
 
 
@@ -41,7 +41,7 @@ class Gemma3Architecture(Architecture):
                 an end of the prompt (the processor's newlines are missing).
         """
         starts, ends = input_ids == config.boi_token_id, input_ids == config.eoi_token_id
-        blocks = inside_outermost_blocks(input_ids, config.boi_token_id, config.eoi_token_id) | starts | ends
+        blocks = blocks_with_ends(input_ids, config.boi_token_id, config.eoi_token_id)
         stray = self.placeholder_mask(config, input_ids) & ~blocks
         touching = starts[:, 0] | ends[:, -1]
         if stray.any() or touching.any():

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .delimited import inside_outermost_blocks
+from .delimited import blocks_with_ends
 from .expanded_text import bound_processor
 from .registry import Architecture, register
 
@@ -61,7 +61,7 @@ class Lfm2VlArchitecture(Architecture):
         processor = bound_processor(model, "LFM2-VL's image delimiters (<|image_start|>, <|image_end|>) are tokenizer "
                                            "tokens whose ids the model's config does not hold")
         start, end = delimiter_ids(processor)
-        blocks = inside_outermost_blocks(input_ids, start, end) | (input_ids == start) | (input_ids == end)
+        blocks = blocks_with_ends(input_ids, start, end)
         return blocks | self.placeholder_mask(model.config, input_ids)  # use_image_special_tokens=False: no block
 
     def expansion_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:

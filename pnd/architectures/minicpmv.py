@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .delimited import inside_outermost_blocks
+from .delimited import blocks_with_ends
 from .expanded_text import bound_processor
 from .qwen2_vl import MRoPEArchitecture
 from .registry import Architecture, register
@@ -45,11 +45,11 @@ def expansion_tokens(input_ids: torch.Tensor, image_id: tuple[int, int], image: 
     next slice's start.
 
     Raises:
-        ValueError: when a row's start and end tokens do not pair up (`inside_outermost_blocks`).
+        ValueError: when a row's start and end tokens do not pair up (`blocks_with_ends`).
     """
     blocks = torch.zeros_like(input_ids, dtype=torch.bool)
     for start, end in (image_id, image, slices):
-        blocks |= inside_outermost_blocks(input_ids, start, end) | (input_ids == start) | (input_ids == end)
+        blocks |= blocks_with_ends(input_ids, start, end)
     after_slice = _nearest(blocks, input_ids) == slices[1]
     before_slice = _nearest(blocks.flip(-1), input_ids.flip(-1)).flip(-1) == slices[0]
     return blocks | after_slice & before_slice

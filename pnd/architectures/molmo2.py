@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .delimited import inside_outermost_blocks
+from .delimited import blocks_with_ends
 from .expanded_text import TextExpandedArchitecture
 from .registry import register
 
@@ -75,7 +75,7 @@ class Molmo2Architecture(TextExpandedArchitecture):
             )
         start, end = config.image_start_token_id, config.image_end_token_id
         views = torch.where(input_ids == config.low_res_image_start_token_id, start, input_ids)
-        blocks = inside_outermost_blocks(views, start, end) | (views == start) | (views == end)
+        blocks = blocks_with_ends(views, start, end)
         self.check_covered(config, input_ids, blocks, "a Molmo2 image block (<im_start>…<im_end>)",
                            "Build the prompt with Molmo2's processor (an {'type': 'image'} part of the chat template) "
                            "and do not truncate it.")
