@@ -27,7 +27,7 @@ from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 
 from ._compat import compiled_forward, compiles_decoding, generation_config, layer_states, position_ids_for_generation
 from .architectures import Architecture, architecture_for
-from .architectures.expanded_text import bind_processor
+from .architectures.reported import bind_processor
 from .cache import PairedCache, PairedStaticCache
 from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
 from .prior import blank_encoder_outputs, blank_prefill, masked_prefill

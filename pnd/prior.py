@@ -102,7 +102,7 @@ def prior_slots(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, po
     the same positions in both passes, so its keys/values are the conditioned pass's.
     """
     length = input_ids.shape[1]
-    visual = architecture_for(model).expansion(model, input_ids)
+    visual = architecture_for(model).expansion(model, input_ids, attention_mask)
     text = text_slots(visual, attention_mask)
     first_visual = visual.int().argmax(dim=1, keepdim=True)
     reused = text & (torch.arange(length, device=input_ids.device) < first_visual) if reuse else torch.zeros_like(text)
@@ -180,8 +180,22 @@ def masked_prefill(
         past_key_values=cache,
         use_cache=True,
     ).last_hidden_state
-    logits = model.get_output_embeddings()(hidden[:, -1])
-    return assemble_prefill(slots, logits, layer_states(cache), position_ids, computed_from=slots.prefix)
+    return assemble_prefill(slots, output_logits(model, hidden[:, -1]), layer_states(cache), position_ids,
+                            computed_from=slots.prefix)
+
+
+def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
+    """The model's logits for last hidden states, with its final scaling: Granite's `logits_scaling` divisor, Gemma's
+    `final_logit_softcapping`."""
+    logits = model.get_output_embeddings()(hidden)
+    configs = (model.config, model.config.get_text_config(decoder=True))
+    scaling = next((c.logits_scaling for c in configs if getattr(c, "logits_scaling", None)), None)
+    cap = next((c.final_logit_softcapping for c in configs if getattr(c, "final_logit_softcapping", None)), None)
+    if scaling:
+        logits = logits / scaling
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
 
 
 def sliding_window(config) -> int | None:

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from ._compat import (RecurrentState, attention_implementation, cache_from_layers, has_recurrent_layers, layer_states,
                       map_states)
 from .architectures import architecture_for
-from .architectures.expanded_text import bind_processor
+from .architectures.reported import bind_processor
 from .prompts import video_prompt
 from .prior import default_position_ids, masked_prefill, sliding_window
 from .logits_processor import check_alpha_and_prior, real_number

@@ -11,11 +11,13 @@ Example:
 
 from __future__ import annotations
 
+import importlib
+
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from .architectures.expanded_text import bind_processor
+from .architectures.reported import bind_processor
 from .prompts import video_prompt
 
 _CORPUS = (
@@ -72,13 +74,18 @@ def _scale_attention(model: torch.nn.Module, factor: float) -> None:
         for name, param in model.named_parameters():
             if ("language_model" in name or "text_model" in name) and name.endswith(("q_proj.weight", "k_proj.weight")):
                 param.mul_(factor)
+            if "language_model" in name and name.endswith("q_b_proj.weight"):  # MLA (Kimi K2.5): queries only
+                param.mul_(factor * factor)
             # LFM2's short convolutions, y = C * conv(B * x): scaling the input projection (B, C, x) and the kernel makes
             # the convolution matter, so that a state carried across the removed span changes the tokens too
             if "language_model" in name and name.endswith(("conv.in_proj.weight", "conv.conv.weight")):
                 param.mul_(factor)
         # q/k RMSNorms right after the projections (Qwen3-VL, Qwen3.5, Gemma 3, LFM2) undo that scaling: scale their gain
         for name, module in model.named_modules():
-            if "language_model" in name and name.endswith(("q_norm", "k_norm", "q_layernorm", "k_layernorm")):
+            if ("language_model" in name or "text_model" in name) and name.endswith(
+                    ("q_norm", "k_norm", "q_layernorm", "k_layernorm", "query_layernorm", "key_layernorm")):
+                if getattr(module, "weight", None) is None:  # a weightless L2 norm (Muse Glimmer: it scales itself)
+                    continue
                 if module.weight.any():
                     module.weight.mul_(factor)  # gain = weight (ones at init)
                 else:
@@ -604,10 +611,15 @@ _BUILDERS = {
     "minicpmv4_7": lambda seed: _minicpmv(seed, "minicpmv4_7"),
     "lfm2_vl": _lfm2_vl,
 }
-TINY_ARCHITECTURES = tuple(_BUILDERS)
+# families added through the generic expansion finder: builders in pnd/tiny_builders/<model type>.py
+FINDER_VIDEO_ARCHITECTURES = ("gemma4", "gemma4_unified", "glm46v", "cosmos3_edge", "cosmos3_omni", "cohere_compass",
+                              "ernie4_5_vl_moe", "qwen3_omni_moe_thinker", "kimi_k25", "muse_glimmer", "lfm3_vl",
+                              "minicpm_ocr")
+FINDER_IMAGE_ARCHITECTURES = ("mistral3", "idefics3", "step3p7", "hunyuan_vl", "granite4_vision")
+TINY_ARCHITECTURES = (*_BUILDERS, *FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
                        "perception_lm", "qwen3_5", "qwen3_5_moe", "internvl", "smolvlm", "video_llama_3", "minicpmv4_6",
-                       "minicpmv4_7")
+                       "minicpmv4_7", *FINDER_VIDEO_ARCHITECTURES)
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
@@ -629,7 +641,8 @@ def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
         >>> model.config.model_type
         'qwen2_vl'
     """
-    model, processor = _BUILDERS[model_type](seed, **text) if text else _BUILDERS[model_type](seed)
+    build = _BUILDERS.get(model_type) or importlib.import_module(f"pnd.tiny_builders.{model_type}").build
+    model, processor = build(seed, **text) if text else build(seed)
     _scale_attention(model, sharpen)
     bind_processor(model, processor)  # as pnd.attach(model, processor) does
     return model, processor

@@ -11,6 +11,7 @@ The expansion is read here with a plain loop over the tokens, and `processor_exp
 processor's own record of its replacements: tests check the two (and pnd's adapters) agree.
 """
 
+import inspect
 import re
 
 import torch
@@ -18,16 +19,18 @@ import torch
 PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw",
               "image_token_pooling", "image_grids", "image_num_crops", "video_token_pooling", "video_grids",
               "image_merge_sizes", "video_merge_sizes", "video_compression_mask", "target_sizes",
-              "target_sizes_videos", "pixel_attention_mask", "spatial_shapes")
-# per-token inputs that make a family's visual blocks attend bidirectionally (the generated tokens are text: 0)
-BIDIRECTIONAL = {"gemma3": "token_type_ids", "molmo2": "mm_token_type_ids"}
+              "target_sizes_videos", "pixel_attention_mask", "spatial_shapes", "pixel_values_local", "num_local_patches",
+              "num_frames_per_video", "image_position_ids", "video_position_ids")
+# per-token inputs (0 = text): visual blocks that attend bidirectionally (Gemma 3 and 4, Molmo2), MoE routing of visual
+# tokens to vision experts (ERNIE 4.5 VL); the prior's kept tokens and the generated tokens are text
+TOKEN_TYPES = ("token_type_ids", "mm_token_type_ids", "moe_mm_token_type_ids")
 
 
 QWEN3_VL = (("vision_start_token_id", "vision_end_token_id"),)
 GLM4V = (("image_start_token_id", "image_end_token_id"), ("video_start_token_id", "video_end_token_id"))
 # families whose template wraps the processor's whole expansion in (start, end) token pairs (config attribute names)
 DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "glm4v_moe": GLM4V, "qwen3_5": QWEN3_VL,
-             "qwen3_5_moe": QWEN3_VL}
+             "qwen3_5_moe": QWEN3_VL, "glm46v": GLM4V, "cosmos3_omni": QWEN3_VL, "cohere_compass": QWEN3_VL}
 RECURRENT_LAYER_TYPES = ("linear_attention", "conv")  # layer_types of recurrent layers (Qwen3.5, LFM2)
 
 
@@ -55,6 +58,7 @@ _MINICPMV_PADS = r"(?:<\|image_pad\|>|<\|video_pad\|>)+"
 _MINICPMV_SLICES = rf"<slice>{_MINICPMV_PADS}</slice>"
 _MINICPMV = (rf"(?:<image_id>[0-9]+</image_id>)?(?:<image>{_MINICPMV_PADS}</image>"
              rf"(?:(?:{_MINICPMV_SLICES})+(?:\n(?:{_MINICPMV_SLICES})+)*)?)+")
+_SECONDS_FRAMES = r"(?:<[0-9.]+ seconds><\|vision_start\|>(?:<\|video_pad\|>)+<\|vision_end\|>)+|(?:<\|image_pad\|>)+"
 TEXT_EXPANDED = {
     "internvl": rf"Frame1: {_INTERNVL_FRAME}(?:\nFrame[0-9]+: {_INTERNVL_FRAME})*|{_INTERNVL_FRAME}",
     "smolvlm": r"You are provided the following series of [a-z -]+ frames from a [0-9:]+ \[H:MM:SS\] video\.\n"
@@ -69,8 +73,23 @@ TEXT_EXPANDED = {
     "molmo2": r"[0-9]+\.[0-9] <frame_start>(?:<im_patch>)+<frame_end>(?: [0-9]+\.[0-9] <frame_start>(?:<im_patch>)+"
               r"<frame_end>)*|(?:<low_res_im_start>|<im_start>)(?:<im_patch>|<im_col>)*<im_end>",
     "minicpmv4_6": _MINICPMV,
+    # families registered through the generic finder: what their processors write, from processing_<family>.py
+    "idefics3": rf"(?:(?:{_SMOLVLM_TILE})+\n)+\n{_SMOLVLM_IMAGE}|{_SMOLVLM_IMAGE}",
+    "mistral3": r"(?:(?:\[IMG\])+\[IMG_BREAK\])*(?:\[IMG\])+\[IMG_END\]",
+    "gemma4": r"(?:[0-9][0-9]:[0-9][0-9] <\|image>(?:<\|video\|>)+<image\|>)(?: [0-9][0-9]:[0-9][0-9] <\|image>"
+              r"(?:<\|video\|>)+<image\|>)*|<\|image>(?:<\|image\|>)+<image\|>",
+    "cosmos3_edge": _SECONDS_FRAMES,
+    "lfm3_vl": _SECONDS_FRAMES,
+    "kimi_k25": r"(?:[0-9:.]+<\|media_begin\|>video<\|media_content\|>(?:<\|kimi_k25_video_placeholder\|>)+"
+                r"<\|media_end\|>)+|(?:<\|media_pad\|>)+",
+    "muse_glimmer": r"<\|vid_start\|>Time: [0-9.]+s(?:<\|video\|>)+(?:<\|vid_frame_separator\|>Time: [0-9.]+s"
+                    r"(?:<\|video\|>)+)*<\|vid_end\|>|<\|image_start\|>(?:<\|patch\|>)+<\|image_end\|>",
+    "minicpm_ocr": _MINICPMV,
+    "step3p7": r"(?:<patch_start>(?:<im_patch>)+<patch_end>(?:<patch_newline>)?)*<im_start>(?:<im_patch>)+<im_end>",
     "minicpmv4_7": _MINICPMV,
 }
+
+TEXT_EXPANDED["gemma4_unified"] = TEXT_EXPANDED["gemma4"]
 
 
 def _text_expansion(model, input_ids):
@@ -172,11 +191,15 @@ def conditioned_positions(model, input_ids, mask, inputs):
     """Position ids the model gives this sequence: cumsum of the mask, or Qwen2-VL's M-RoPE index (MiniCPM-V 4.7:
     its canvas M-RoPE index)."""
     if hasattr(model.model, "get_rope_index"):
-        mm = inputs["mm_token_type_ids"]
-        mm = torch.cat([mm, mm.new_zeros(mm.shape[0], input_ids.shape[1] - mm.shape[1])], dim=1)
+        accepted = inspect.signature(model.model.get_rope_index).parameters
         grids = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw", "target_sizes", "target_sizes_videos")
-                 if k in inputs}
-        positions, _ = model.model.get_rope_index(input_ids, mm_token_type_ids=mm, attention_mask=mask, **grids)
+                 if k in inputs and k in accepted}
+        if "mm_token_type_ids" in accepted:
+            mm = inputs["mm_token_type_ids"]
+            grids["mm_token_type_ids"] = torch.cat([mm, mm.new_zeros(mm.shape[0], input_ids.shape[1] - mm.shape[1])], 1)
+        if "second_per_grids" in accepted and "video_second_per_grid" in inputs:  # Qwen3-Omni's time stride
+            grids["second_per_grids"] = inputs["video_second_per_grid"]
+        positions, _ = model.model.get_rope_index(input_ids, attention_mask=mask, **grids)
         return positions
     return (mask.long().cumsum(-1) - 1).clamp(min=0)
 
@@ -196,10 +219,10 @@ def full_logits(model, inputs, sequence, prior: bool, removed: bool | None = Non
         if is_hybrid(model) if removed is None else removed:
             return kept_tokens_logits(model, sequence, mask.bool(), positions)
     pixels = {k: inputs[k] for k in PIXEL_KEYS if k in inputs}
-    if model.config.model_type in BIDIRECTIONAL:
-        key = BIDIRECTIONAL[model.config.model_type]
-        types = inputs[key]
-        pixels[key] = torch.cat([types, types.new_zeros(types.shape[0], sequence.shape[1] - types.shape[1])], 1)
+    for key in TOKEN_TYPES:  # the processor's for the conditioned pass, text (0) for generated tokens and the prior
+        if key in inputs:
+            types = inputs[key] * (not prior)
+            pixels[key] = torch.cat([types, types.new_zeros(types.shape[0], sequence.shape[1] - types.shape[1])], 1)
     out = model(input_ids=sequence, attention_mask=mask, position_ids=positions, use_cache=False, **pixels)
     return out.logits[:, -1].float()
 

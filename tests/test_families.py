@@ -105,7 +105,7 @@ def test_qwen3_vl_decoding_hides_timestamps(tiny):
 def _placeholders_masked(model, inputs):
     """Last logits of a forward whose attention mask hides the placeholder tokens only (the leaky prior)."""
     ids = inputs["input_ids"]
-    placeholders = Architecture.expansion_mask(architecture_for(model), model.config, ids)
+    placeholders = Architecture.placeholder_mask(architecture_for(model), model.config, ids)
     positions = pnd.prior.default_position_ids(model, **inputs)
     with torch.no_grad():
         logits = model(**{**inputs, "attention_mask": inputs["attention_mask"] * ~placeholders},
@@ -201,28 +201,16 @@ def test_pnd_models_lists_every_family(capsys):
     assert sorted(listed) == pnd.supported_model_types()
 
 
-def _relabelled(inputs, tokenizer, old: str, new: str):
-    """`inputs` with every `old` frame label token replaced by `new` (same token count and positions)."""
-    old_id, new_id = tokenizer.convert_tokens_to_ids([old, new])
-    ids = inputs["input_ids"].where(inputs["input_ids"] != old_id, new_id)
-    return {**inputs, "input_ids": ids}
-
-
 def test_internvl_prior_hides_frame_labels(tiny):
-    """Prompts whose `FrameN:` labels differ (Frame2 written Frame7, same tokens count and positions) have the same
-    prior, the brute-force forward's with the whole expansion masked; with the placeholders masked only, the labels
-    reach the prior (the last assertion shows such a forward differs)."""
+    """InternVL's `FrameN:` labels: the prior equals the brute-force forward with the whole expansion masked (read by
+    the reference from the prompt's text), which a forward with the placeholders masked only does not."""
     from pnd.testing import tiny_inputs
 
     model, processor = tiny("internvl")
     inputs = tiny_inputs(processor, "internvl", ("Describe the video.",))
-    relabelled = _relabelled(inputs, processor.tokenizer, "2", "7")
-    assert not torch.equal(inputs["input_ids"], relabelled["input_ids"])
-    prior = pnd.prior_logits(model, **inputs)
-    torch.testing.assert_close(prior, pnd.prior_logits(model, **relabelled), atol=1e-5, rtol=0)
-    torch.testing.assert_close(prior.float(), full_logits(model, inputs, inputs["input_ids"], prior=True),
-                               atol=1e-4, rtol=0)
-    assert not torch.allclose(_placeholders_masked(model, inputs), _placeholders_masked(model, relabelled), atol=1e-3)
+    reference = full_logits(model, inputs, inputs["input_ids"], prior=True)
+    torch.testing.assert_close(pnd.prior_logits(model, **inputs).float(), reference, atol=1e-4, rtol=0)
+    assert not torch.allclose(_placeholders_masked(model, inputs).float(), reference, atol=1e-3)
 
 
 @pytest.mark.parametrize("model_type", ["internvl", "minicpmv4_6"])
@@ -241,14 +229,19 @@ def test_family_needs_its_processor(model_type):
     assert out.shape[1] == inputs["input_ids"].shape[1] + 2
 
 
-def test_internvl_text_that_is_not_the_processors_is_an_error(tiny):
+def test_internvl_prompt_the_processor_did_not_build_is_an_error(tiny):
+    """A hand-made prompt, or a processor-built one changed afterwards: its expansion is unknown, never guessed."""
+    from pnd.testing import tiny_inputs
+
     model, processor = tiny("internvl")
     ids = processor.tokenizer(["user <IMG_CONTEXT> describe it."], return_tensors="pt").input_ids
-    with pytest.raises(ValueError, match="outside every InternVL expansion"):  # a placeholder with no <img> block
+    with pytest.raises(ValueError, match=r"not built by the processor bound with pnd.attach\(model, processor\)"):
         pnd.prior_logits(model, input_ids=ids)
-    joined = processor.tokenizer.convert_tokens_to_ids(["d", "e"])  # "de" is one token of this text
-    with pytest.raises(ValueError, match="not the tokenization of its own text"):
-        pnd.prior_logits(model, input_ids=torch.cat([ids[:, :1], torch.tensor([joined]), ids[:, 1:]], 1))
+    inputs = tiny_inputs(processor, "internvl")
+    frame_2, frame_7 = processor.tokenizer.convert_tokens_to_ids(["2", "7"])
+    relabelled = inputs["input_ids"].where(inputs["input_ids"] != frame_2, frame_7)
+    with pytest.raises(ValueError, match="InternVL visual expansion"):
+        pnd.prior_logits(model, input_ids=relabelled, attention_mask=inputs["attention_mask"])
 
 
 def test_internvl_videos_of_different_frame_counts_are_an_error(tiny):

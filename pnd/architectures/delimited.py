@@ -57,6 +57,7 @@ class DelimitedArchitecture(MRoPEArchitecture):
     """
 
     delimiters: tuple[tuple[str, str], ...] = (("vision_start_token_id", "vision_end_token_id"),)
+    hides: str = "everything inside the template's outermost start/end pairs (timestamps, inner delimiters)"
 
     def expansion_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:
         """Tokens inside an outermost delimited block; a placeholder outside every block is an error (its

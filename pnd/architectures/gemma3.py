@@ -61,6 +61,7 @@ GEMMA3 = register(
     Gemma3Architecture(
         name="Gemma 3",
         model_types=("gemma3",),
+        hides="each <start_of_image>…<end_of_image> block with its ends and the newlines around it",
         pixel_keys=("pixel_values",),
         token_inputs=("token_type_ids",),  # 1 on image tokens: the bidirectional blocks
         causal_prompt=False,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from .delimited import blocks_with_ends
-from .expanded_text import bound_processor
+from .reported import bound_processor
 from .registry import Architecture, register
 
 
@@ -51,7 +51,7 @@ def delimiter_ids(processor) -> tuple[int, int]:
 class Lfm2VlArchitecture(Architecture):
     """LFM2-VL's expansion: `<|image_start|>…<|image_end|>` blocks with their ends, and `<image>` tokens outside them."""
 
-    def expansion(self, model, input_ids: torch.Tensor) -> torch.Tensor:
+    def expansion(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The image blocks of `input_ids`, delimiters read with the processor bound to `model`.
 
         Raises:
@@ -73,6 +73,7 @@ LFM2_VL = register(
     Lfm2VlArchitecture(
         name="LFM2-VL",
         model_types=("lfm2_vl",),
+        hides="each <|image_start|>…<|image_end|> block with its ends (tile markers, thumbnail)",
         pixel_keys=("pixel_values",),
     )
 )

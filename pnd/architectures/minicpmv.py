@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from .delimited import blocks_with_ends
-from .expanded_text import bound_processor
+from .reported import bound_processor
 from .qwen2_vl import MRoPEArchitecture
 from .registry import Architecture, register
 
@@ -59,7 +59,7 @@ def expansion_tokens(input_ids: torch.Tensor, image_id: tuple[int, int], image: 
 class MiniCPMVArchitecture(Architecture):
     """MiniCPM-V's expansion: `expansion_tokens` with the block ids of the bound processor's tokenizer."""
 
-    def expansion(self, model, input_ids: torch.Tensor) -> torch.Tensor:
+    def expansion(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         processor = bound_processor(model, f"The ids of {self.name}'s <image_id>, <image> and <slice> delimiter tokens "
                                            "are the processor's, not the model config's")
         ids = processor.tokenizer.convert_tokens_to_ids
@@ -87,6 +87,7 @@ MINICPMV4_6 = register(
     MiniCPMVArchitecture(
         name="MiniCPM-V 4.6",
         model_types=("minicpmv4_6",),
+        hides="image id, <image>…</image> and <slice>…</slice> blocks with their ends",
         pixel_keys=("pixel_values", "pixel_values_videos"),
     )
 )
@@ -94,6 +95,7 @@ MINICPMV4_7 = register(
     CanvasMiniCPMVArchitecture(
         name="MiniCPM-V 4.7",
         model_types=("minicpmv4_7",),
+        hides="image id, <image>…</image> and <slice>…</slice> blocks with their ends",
         pixel_keys=("pixel_values", "pixel_values_videos"),
         token_inputs=("mm_token_type_ids",),
     )

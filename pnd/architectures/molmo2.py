@@ -5,10 +5,8 @@
 
 For an image the prior hides each view block, its ends included: every token of the replacement is a special token
 inside such a block, so it is read from the token ids. A video's first timestamp is plain text written right after
-the template's text, which no token bounds, so a video prompt's expansion is read with the processor
-(`expanded_text`, after `pnd.attach(model, processor)`): the timestamps, the frame blocks and any image blocks. The
-first timestamp must have a single integer digit: `12` + `0.0` reads `120.0`, so a template text ending in a digit
-right before the video (or a video starting at 10 s or later) leaves its extent unknown, an error. The visual blocks
+the template's text, which no token bounds, so a video prompt's expansion is what the processor reports replacing
+(`reported`, after `pnd.attach(model, processor)`): the timestamps, the frame blocks and any image blocks. The visual blocks
 attend bidirectionally in the conditioned pass (`mm_token_type_ids`), so the prior's prefill runs as a call of its own.
 
 Example:
@@ -18,45 +16,31 @@ Example:
     ...                       image_patch_id=6, frame_start_token_id=7, frame_end_token_id=8)
     >>> MOLMO2.expansion_mask(config, torch.tensor([[9, 4, 6, 1, 5, 3, 6, 5, 9]]))
     tensor([[False,  True,  True,  True,  True,  True,  True,  True, False]])
-    >>> from pnd.testing import tiny_model
-    >>> _, processor = tiny_model("molmo2")
-    >>> frame = "<frame_start><im_patch><frame_end>"
-    >>> [m.group() for m in video_pattern(processor).finditer(f"a\\n0.0 {frame} 10.5 {frame}b 10.0 {frame}")]
-    ['0.0 <frame_start><im_patch><frame_end> 10.5 <frame_start><im_patch><frame_end>']
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import torch
 
 from .delimited import blocks_with_ends
-from .expanded_text import TextExpandedArchitecture
-from .registry import register
-
-
-def video_pattern(processor) -> re.Pattern:
-    """A video's timestamped frames (`Molmo2Processor.get_video_string`; its first timestamp a single digit that no
-    digit precedes), or an image's two views (`Molmo2Processor.replace_image_token`)."""
-    frames = processor.use_frame_special_tokens
-    start, end = (re.escape(t) for t in (("<frame_start>", "<frame_end>") if frames else ("<im_start>", "<im_end>")))
-    frame = rf"{start}(?:<im_patch>|<im_col>)*{end}"
-    image = r"(?:<low_res_im_start>|<im_start>)(?:<im_patch>|<im_col>)*<im_end>"
-    return re.compile(rf"(?<![0-9])[0-9]\.[0-9] {frame}(?: [0-9]+\.[0-9] {frame})*|{image}")
+from .reported import bound_processor, recalled_expansion
+from .registry import Architecture, register
 
 
 @dataclass(frozen=True)
-class Molmo2Architecture(TextExpandedArchitecture):
-    """Molmo2's expansion: the image view blocks from the token ids, a video prompt's with the processor."""
+class Molmo2Architecture(Architecture):
+    """Molmo2's expansion: the image view blocks from the token ids, a video prompt's as the processor reported it."""
 
-    def expansion(self, model, input_ids: torch.Tensor) -> torch.Tensor:
-        """The image blocks of a prompt without video, else every match of `video_pattern` (processor needed)."""
+    def expansion(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The image blocks of a prompt without video, else what the bound processor reported replacing."""
         processor = getattr(model, "_pnd_processor", None)
         frames_as_images = processor is not None and not processor.use_frame_special_tokens
         if frames_as_images or (input_ids == model.config.frame_start_token_id).any():
-            return super().expansion(model, input_ids)
+            processor = bound_processor(model, "A Molmo2 video's timestamps are plain text that no token bounds")
+            return recalled_expansion(processor, input_ids, attention_mask, self.name,
+                                      self.placeholder_mask(model.config, input_ids))
         return self.expansion_mask(model.config, input_ids)
 
     def expansion_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:
@@ -86,13 +70,9 @@ MOLMO2 = register(
     Molmo2Architecture(
         name="Molmo2",
         model_types=("molmo2",),
+        hides="image view blocks with their ends; a video as the processor reports it (timestamps, frames)",
         pixel_keys=("pixel_values", "pixel_values_videos"),
         token_inputs=("mm_token_type_ids",),  # 1 on visual tokens: one bidirectional block
         causal_prompt=False,
-        pattern=video_pattern,
-        prompt_fix="Build the inputs with the processor bound by pnd.attach(model, processor), from a chat prompt "
-                   "with {'type': 'video'} or {'type': 'image'} parts. A video's first timestamp must be a single digit "
-                   "that no digit precedes: write a space or newline between text ending in a digit and the video "
-                   "(`12` + `0.0` reads `120.0`), and start videos before 10 s.",
     )
 )

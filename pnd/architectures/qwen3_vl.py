@@ -1,4 +1,4 @@
-"""Qwen3-VL (dense and MoE): the processor expands a video into per-frame `<t seconds>` timestamps, each followed
+"""Qwen3-VL (dense and MoE), and the families that write its format (Cosmos 3 Omni, Cohere Compass): the processor expands a video into per-frame `<t seconds>` timestamps, each followed
 by `<|vision_start|>` + that frame's `<|video_pad|>` tokens + `<|vision_end|>`, all inside the
 `<|vision_start|>…<|vision_end|>` pair that the chat template wrote; an image into `<|image_pad|>` tokens.
 
@@ -12,8 +12,8 @@ from .registry import register
 
 QWEN3_VL = register(
     DelimitedArchitecture(
-        name="Qwen3-VL / Qwen3-VL-MoE",
-        model_types=("qwen3_vl", "qwen3_vl_moe"),
+        name="Qwen3-VL / Qwen3-VL-MoE / Cosmos 3 Omni / Cohere Compass",
+        model_types=("qwen3_vl", "qwen3_vl_moe", "cosmos3_omni", "cohere_compass"),
         pixel_keys=("pixel_values", "pixel_values_videos"),
         token_inputs=("mm_token_type_ids",),
         delimiters=(("vision_start_token_id", "vision_end_token_id"),),

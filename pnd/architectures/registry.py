@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from .._compat import position_ids_for_generation
+from .reported import bound_processor, recalled_expansion
 
 _REGISTRY: dict[str, "Architecture"] = {}
 
@@ -39,6 +40,15 @@ class Architecture:
     # prefill's causal split would drop that, so the prior's prefill runs as a call of its own
     causal_prompt: bool = True
     same_frame_counts: bool = False  # the processor batches videos only when they have the same number of frames
+    # True: the expansion is what the bound processor reported replacing (`reported`), no token-id rule of its own
+    reported: bool = False
+    hides: str = "the placeholder tokens"  # what the token-id rule hides, in words (`pnd models --all`)
+
+    def hidden(self) -> str:
+        """What the prior hides, in words."""
+        if self.reported:
+            return "every replacement the processor reports (placeholders, timestamps, labels, delimiters)"
+        return self.hides
 
     def placeholder_ids(self, config) -> list[int]:
         """Placeholder token ids that the processor expands for images and videos."""
@@ -60,11 +70,20 @@ class Architecture:
                              f"expansion cannot be determined. {fix}")
 
     def expansion_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:
-        """Boolean mask (batch, L) of the visual expansion of a prompt: what the prior hides (README, "The prior")."""
+        """Boolean mask (batch, L) of the visual expansion of a prompt from its token ids: what the prior hides
+        (docs/design.md §1). The base rule: the placeholders."""
+        if self.reported:
+            raise ValueError(f"{self.name}'s visual expansion is what its processor reports replacing, not a rule on "
+                             "token ids: use expansion(model, input_ids) after pnd.attach(model, processor).")
         return self.placeholder_mask(config, input_ids)
 
-    def expansion(self, model, input_ids: torch.Tensor) -> torch.Tensor:
-        """`expansion_mask` of `model`'s prompts; families that read it with the processor override this."""
+    def expansion(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The expansion of `model`'s prompts: what the bound processor reported replacing for a `reported` family,
+        else `expansion_mask` (the token-id rule)."""
+        if self.reported:
+            processor = bound_processor(model, f"{self.name}'s visual expansion is what its processor reports replacing")
+            return recalled_expansion(processor, input_ids, attention_mask, self.name,
+                                      self.placeholder_mask(model.config, input_ids))
         return self.expansion_mask(model.config, input_ids)
 
     def check_video_batch(self, videos) -> None:
@@ -79,8 +98,10 @@ class Architecture:
         return torch.zeros_like(pixels)
 
     def language_model(self, model):
-        """The decoder that runs on token ids without pixels (the prior's own prefill calls it)."""
-        return model.model.language_model
+        """The decoder that runs on token ids without pixels (the prior's own prefill calls it): `language_model`, or
+        `text_model` (Idefics3, SmolVLM), of the model's base model."""
+        base = model.model
+        return base.language_model if hasattr(base, "language_model") else base.text_model
 
     def position_ids(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, **inputs) -> torch.Tensor:
         """The position ids `generate` gives the conditioned pass; `inputs` are the processor's non-pixel outputs."""
@@ -114,8 +135,11 @@ def architecture_for(model) -> Architecture:
     """The registered architecture of a Hugging Face model, or a ValueError listing the supported ones."""
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     if model_type not in _REGISTRY:
+        from .coverage import REFUSED
+
+        why = f" ({REFUSED[model_type]})" if model_type in REFUSED else ""
         raise ValueError(
-            f"pnd does not support model_type {model_type!r} ({type(model).__name__}). "
+            f"pnd does not support model_type {model_type!r} ({type(model).__name__}){why}. "
             f"Supported model types: {', '.join(supported_model_types())}. "
             "Load one of these with its *ForConditionalGeneration class, or add an adapter in pnd/architectures/."
         )

@@ -1,7 +1,7 @@
 """The `pnd` command line.
 
     pnd --version
-    pnd models        # the supported model types (--families: grouped, with names)
+    pnd models        # the supported model types (--families: grouped, with names; --all: every transformers one)
     pnd retrieve ...  # rank captions for videos with prior normalization (pnd retrieve --help)
     pnd caption ...   # caption videos with prior-normalized decoding (pnd caption --help)
     pnd merge ...     # merge the part files of an unfinished pnd caption or pnd retrieve job
@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     models = commands.add_parser("models", help="list the supported Hugging Face model types")
     models.add_argument("--families", action="store_true", help="one line per family: its model types and name")
+    models.add_argument("--all", action="store_true", help="every image-text-to-text model type of the installed "
+                        "transformers: supported (inputs, what the prior hides, prefill path) or refused and why")
     from . import caption, demo, explain, merge, retrieve
 
     subcommands = {"retrieve": (retrieve, "rank captions for videos (and videos for captions)"),
@@ -38,8 +40,14 @@ def main(argv: list[str] | None = None) -> int:
                                                  formatter_class=argparse.RawDescriptionHelpFormatter))
     args = parser.parse_args(argv)
     if args.command == "models":
-        lines = ([f"{', '.join(a.model_types)}: {a.name}" for a in registered()] if args.families
-                 else supported_model_types())
+        if args.all:
+            from ..architectures.coverage import coverage
+
+            lines = [f"{model_type}: {status}" for model_type, status in coverage()]
+        elif args.families:
+            lines = [f"{', '.join(a.model_types)}: {a.name}" for a in registered()]
+        else:
+            lines = supported_model_types()
         print("\n".join(lines))
         return 0
     try:

@@ -1,0 +1,59 @@
+"""Families added through the generic expansion finder alone (`reported.py`): each is a registration, with no expansion
+code. What their processors write besides placeholders (transformers 5.23):
+
+- Gemma 4 (and Gemma 4 Unified): per frame an `mm:ss` timestamp outside the frame's `<|image>…<image|>` pair, frames
+  joined by spaces; visual blocks attend bidirectionally (`mm_token_type_ids`), so the prior's prefill is its own call.
+- Cosmos 3 Edge: per frame `<t seconds>` + `<|vision_start|>…<|vision_end|>`, replacing the template's own pair.
+- ERNIE 4.5 VL (MoE): placeholders only; `moe_mm_token_type_ids` routes visual tokens to the vision experts.
+- Granite 4 Vision: placeholders only (row newlines are features at placeholder slots).
+- Kimi K2.5: an `HH:MM:SS.mmm` timestamp before each `<|media_begin|>video<|media_content|>…<|media_end|>` chunk.
+- Muse Glimmer: `<|vid_start|>`, per frame group `Time: t.ts` + placeholders, groups separated by
+  `<|vid_frame_separator|>`, then `<|vid_end|>`; an image `<|image_start|>…<|image_end|>`.
+- LFM3-VL: Qwen3-VL's format (`<t seconds>` + vision start/end per frame group); short-convolution layers beside full
+  and sliding attention, so the prior's prefill runs the kept tokens alone.
+- MiniCPM-OCR: MiniCPM-V's `<image_id>`, `<image>…</image>` and `<slice>…</slice>` blocks on Qwen3.5's hybrid
+  language model.
+- Mistral 3 (Pixtral's processor): `[IMG_BREAK]` after each row of `[IMG]` tokens, `[IMG_END]` after the last.
+- Step 3.7: `<patch_start>…<patch_end>` per crop, `<patch_newline>` between crop rows, then `<im_start>…<im_end>` for
+  the global view.
+- HunYuan-VL: image tokens only (begin, row newlines and end are the merger's embeddings at image-token slots);
+  4-axis xD-RoPE positions from `mm_token_type_ids`.
+- Qwen3-Omni thinker: `<|image_pad|>` / `<|video_pad|>` tokens inside the template's vision start/end pair; M-RoPE
+  positions with a time stride from `video_second_per_grid`.
+
+Example:
+    >>> import pnd
+    >>> {"gemma4", "mistral3", "step3p7", "hunyuan_vl", "qwen3_omni_moe_thinker"} <= set(pnd.supported_model_types())
+    True
+"""
+
+from .qwen2_vl import MRoPEArchitecture
+from .registry import Architecture, register
+
+GEMMA4 = register(Architecture(name="Gemma 4", model_types=("gemma4", "gemma4_unified"),
+                               pixel_keys=("pixel_values", "pixel_values_videos"), token_inputs=("mm_token_type_ids",),
+                               causal_prompt=False, reported=True))
+COSMOS3_EDGE = register(MRoPEArchitecture(name="Cosmos 3 Edge", model_types=("cosmos3_edge",),
+                                          pixel_keys=("pixel_values", "pixel_values_videos"),
+                                          token_inputs=("mm_token_type_ids",), reported=True))
+ERNIE4_5_VL = register(MRoPEArchitecture(name="ERNIE 4.5 VL", model_types=("ernie4_5_vl_moe",),
+                                         pixel_keys=("pixel_values", "pixel_values_videos"),
+                                         token_inputs=("mm_token_type_ids", "moe_mm_token_type_ids"), reported=True))
+GRANITE4_VISION = register(Architecture(name="Granite 4 Vision", model_types=("granite4_vision",),
+                                        pixel_keys=("pixel_values",), reported=True))
+KIMI_K25 = register(Architecture(name="Kimi K2.5", model_types=("kimi_k25",),
+                                 pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
+MUSE_GLIMMER = register(Architecture(name="Muse Glimmer", model_types=("muse_glimmer",),
+                                     pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
+LFM3_VL = register(Architecture(name="LFM3-VL", model_types=("lfm3_vl",),
+                                pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
+MINICPM_OCR = register(Architecture(name="MiniCPM-OCR", model_types=("minicpm_ocr",),
+                                    pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
+MISTRAL3 = register(Architecture(name="Mistral 3 (Pixtral)", model_types=("mistral3",), pixel_keys=("pixel_values",),
+                                 reported=True))
+STEP3P7 = register(Architecture(name="Step 3.7", model_types=("step3p7",),
+                                pixel_keys=("pixel_values", "pixel_values_local"), reported=True))
+HUNYUAN_VL = register(MRoPEArchitecture(name="HunYuan-VL", model_types=("hunyuan_vl",), pixel_keys=("pixel_values",),
+                                        token_inputs=("mm_token_type_ids",), reported=True))
+QWEN3_OMNI = register(MRoPEArchitecture(name="Qwen3-Omni (thinker)", model_types=("qwen3_omni_moe_thinker",),
+                                        pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
