@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import torch
 from transformers import AttentionInterface, DynamicCache, StaticCache
-from transformers.cache_utils import LinearAttentionCacheLayerMixin
+from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer, LinearAttentionCacheLayerMixin
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
@@ -76,6 +76,12 @@ def has_recurrent_layers(config) -> bool:
     return any(isinstance(layer, LinearAttentionCacheLayerMixin) for layer in DynamicCache(config=config).layers)
 
 
+def recurrent_layer_types(config) -> set:
+    """The `layer_types` of the (text) config's recurrent layers, e.g. LFM2's and LFM3's "conv"."""
+    layers = DynamicCache(config=config).layers
+    return {kind for kind, layer in zip(config.layer_types, layers) if isinstance(layer, LinearAttentionCacheLayerMixin)}
+
+
 def layer_states(cache) -> list:
     """Per layer of `cache`: (keys, values) for an attention layer, a `RecurrentState` for a recurrent one."""
     states = []
@@ -105,13 +111,15 @@ def map_states(function, *states):
     return RecurrentState(*mapped) if isinstance(states[0], RecurrentState) else tuple(mapped)
 
 
-def cache_from_layers(config, layers=None) -> DynamicCache:
+def cache_from_layers(config, layers=None, keep_all: bool = False) -> DynamicCache:
     """A DynamicCache for the text config `config` holding copies of per-layer states (as `layer_states` gives them).
 
     A recurrent layer's states are copied in through the layer's own update methods, which the model's next forward
     then updates in place. Without a config, every layer is a full-attention layer that keeps all its slots.
     """
     cache = DynamicCache(config=config)
+    if keep_all:  # sliding-window layers that keep every slot (recurrent layers stay)
+        cache.layers = [DynamicLayer() if type(layer) is DynamicSlidingWindowLayer else layer for layer in cache.layers]
     if config is None:  # layers made as they are filled
         for index, (keys, values) in enumerate(layers or []):
             cache.update(keys, values, index)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from ._compat import RecurrentState, cache_from_layers, encode_visual_inputs, has_recurrent_layers, layer_states
+from ._compat import recurrent_layer_types
 from .architectures import Architecture, architecture_for
 
 
@@ -102,7 +103,9 @@ def prior_slots(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, po
     the same positions in both passes, so its keys/values are the conditioned pass's.
     """
     length = input_ids.shape[1]
-    visual = architecture_for(model).expansion(model, input_ids, attention_mask)
+    architecture = architecture_for(model)
+    reuse = reuse and architecture.reuses_text
+    visual = architecture.expansion(model, input_ids, attention_mask)
     text = text_slots(visual, attention_mask)
     first_visual = visual.int().argmax(dim=1, keepdim=True)
     reused = text & (torch.arange(length, device=input_ids.device) < first_visual) if reuse else torch.zeros_like(text)
@@ -170,7 +173,7 @@ def masked_prefill(
     slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=reuse)
     reused_layers = [(k[:, :, : slots.prefix], v[:, :, : slots.prefix]) for k, v in shared] if slots.prefix else None
     # with a sliding window, every layer of this call keeps all its tokens: lay_out_prior needs them
-    cache = cache_from_layers(config if window is None else None, reused_layers)
+    cache = cache_from_layers(config, reused_layers, keep_all=window is not None)
     attends = torch.cat([slots.reused[:, : slots.prefix], slots.computed], 1)
     hidden = architecture_for(model).language_model(model)(
         input_ids=input_ids.gather(1, slots.index),
@@ -185,14 +188,17 @@ def masked_prefill(
 
 
 def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
-    """The model's logits for last hidden states, with its final scaling: Granite's `logits_scaling` divisor, Gemma's
-    `final_logit_softcapping`."""
+    """The model's logits for last hidden states, with its final scaling: Granite's `logits_scaling` divisor, Muse
+    Glimmer's `output_multiplier`, Gemma's `final_logit_softcapping`."""
     logits = model.get_output_embeddings()(hidden)
     configs = (model.config, model.config.get_text_config(decoder=True))
     scaling = next((c.logits_scaling for c in configs if getattr(c, "logits_scaling", None)), None)
     cap = next((c.final_logit_softcapping for c in configs if getattr(c, "final_logit_softcapping", None)), None)
     if scaling:
         logits = logits / scaling
+    multiplier = next((c.output_multiplier for c in configs if getattr(c, "output_multiplier", None)), None)
+    if multiplier:  # Muse Glimmer: logits * output_multiplier, then the softcap
+        logits = logits * multiplier
     if cap:
         logits = torch.tanh(logits / cap) * cap
     return logits
@@ -226,7 +232,9 @@ def window_masks(config, slots: PriorSlots, attended: torch.Tensor, window: int,
     types = getattr(config, "layer_types", None)
     if types is None:
         return sliding
-    return {kind: sliding if kind == "sliding_attention" else full for kind in set(types)}
+    recurrent = recurrent_layer_types(config)  # LFM3's short convolutions: the 2-D padding mask of the call
+    return {kind: attended.long() if kind in recurrent else sliding if kind == "sliding_attention" else full
+            for kind in set(types)}
 
 
 def blank_encoder_outputs(model, architecture: Architecture, generate_kwargs: dict, expand_size: int) -> dict:

@@ -236,7 +236,7 @@ class CaptionScorer:
         model = self.model
         positions = default_position_ids(model, **inputs)
         config = model.config.get_text_config(decoder=True)
-        cache = cache_from_layers(config if sliding_window(config) is None else None)  # every slot: captions reuse it
+        cache = cache_from_layers(config, keep_all=sliding_window(config) is not None)  # every slot: captions reuse it
         attends = inputs["attention_mask"].bool()
         starts = attends.long().argmax(-1).tolist()  # each row's first attended slot: left padding before it is cut
         if any(starts) and has_recurrent_layers(config):

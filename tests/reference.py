@@ -246,12 +246,33 @@ def kept_tokens_forward(model, sequence, kept, positions, **kwargs):
     ids = sequence.new_full((sequence.shape[0], width), model.generation_config.pad_token_id)
     mask = torch.zeros_like(ids)
     compact = positions.new_zeros(*positions.shape[:-1], width)
+    slots = torch.zeros_like(ids)  # each kept token's slot in `sequence`
     for row in range(sequence.shape[0]):
         n = int(kept[row].sum())
         ids[row, width - n :], mask[row, width - n :] = sequence[row, kept[row]], 1
         compact[..., row, width - n :] = positions[..., row, kept[row]]
-    out = model(input_ids=ids, attention_mask=mask, position_ids=compact, **{"use_cache": False, **kwargs})
+        slots[row, width - n :] = kept[row].nonzero().flatten()
+    out = model(input_ids=ids, attention_mask=_window_masks(model, mask, slots), position_ids=compact,
+                **{"use_cache": False, **kwargs})
     return out, mask.bool()
+
+
+def _window_masks(model, mask, slots):
+    """The attention mask of a kept-tokens forward: `mask` (2-D), except on a model with sliding-window attention
+    layers, whose window stays over the slots of the whole sequence (the removed span counts, as in the masked
+    forward of an attention-only model): per layer type, 4-D additive masks for attention layers, `mask` for recurrent
+    ones."""
+    config = model.config.get_text_config(decoder=True)
+    types = getattr(config, "layer_types", None) or ()
+    if "sliding_attention" not in types:
+        return mask
+    behind = slots[:, :, None] - slots[:, None, :]  # (batch, queries, keys) in slots of the whole sequence
+    allowed = mask.bool()[:, None, :] & (behind >= 0)
+    allowed |= torch.eye(mask.shape[1], dtype=torch.bool)  # a padding query sees itself
+    def additive(allowed):
+        return torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)[:, None]
+    per_type = {"full_attention": additive(allowed), "sliding_attention": additive(allowed & (behind < config.sliding_window))}
+    return {kind: per_type.get(kind, mask) for kind in set(types)}  # recurrent layers: the 2-D padding mask
 
 
 def normalized_scores(model, inputs, sequence, alpha, prior=None):

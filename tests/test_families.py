@@ -10,7 +10,7 @@ import torch
 import pnd
 from pnd.architectures import Architecture, architecture_for
 from pnd.prompts import video_prompt
-from pnd.testing import random_video
+from pnd.testing import FINDER_VIDEO_ARCHITECTURES, random_video
 from pnd.testing import tiny_inputs as tiny_inputs_of
 
 from reference import full_logits, processor_expansion, visual_positions
@@ -147,7 +147,7 @@ def test_own_call_prefill_matches_brute_force(model_type):
 
 @pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_5", "internvl", "smolvlm", "video_llama_3", "molmo2",
                                         "glm4v", "video_llava", "perception_lm", "minicpmv4_6",
-                                        "minicpmv4_7"])
+                                        "minicpmv4_7", *FINDER_VIDEO_ARCHITECTURES])
 def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     """`pnd caption --model FOLDER` on a saved model gives what `model.generate` with PriorNormalized gives here."""
     import json
@@ -196,7 +196,7 @@ def test_pnd_models_lists_every_family(capsys):
 
     assert main(["models", "--families"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert "qwen3_vl, qwen3_vl_moe: Qwen3-VL / Qwen3-VL-MoE" in lines and "glm4v, glm4v_moe: GLM-4.1V / GLM-4.5V" in lines
+    assert "glm4v, glm4v_moe, glm46v: GLM-4.1V / GLM-4.5V / GLM-4.6V" in lines and "kimi_k25: Kimi K2.5" in lines
     listed = [t for line in lines for t in line.split(":")[0].split(", ")]
     assert sorted(listed) == pnd.supported_model_types()
 
@@ -253,14 +253,21 @@ def test_internvl_videos_of_different_frame_counts_are_an_error(tiny):
         generate_captions(pnd.attach(model, processor), processor, videos, alpha=0.5, max_new_tokens=2)
 
 
-@pytest.mark.parametrize("model_type", ["smolvlm", "video_llama_3"])
-def test_prior_hides_the_timestamps_the_processor_writes(tiny, model_type):
+@pytest.mark.parametrize("model_type, fps", [
+    ("smolvlm", (2, 1)), ("video_llama_3", (2, 1)),
+    # through the generic finder: Gemma 4 `mm:ss`, Cosmos 3 / Cohere Compass / LFM3-VL `<t seconds>`, GLM-4.6V
+    # `t seconds`, Muse Glimmer `Time: t.ts`
+    *((t, (2, 1)) for t in ("gemma4", "gemma4_unified", "cosmos3_edge", "cosmos3_omni", "cohere_compass", "glm46v",
+                            "lfm3_vl")),
+    ("muse_glimmer", (2, 4)),
+])
+def test_prior_hides_the_timestamps_the_processor_writes(tiny, model_type, fps):
     """Two videos whose expansions differ only in their timestamps (SmolVLM: the intro's duration and `Frame from
-    MM:SS:`; VideoLLaMA3: `Time t.ts:`), same token count: the same prior, the brute-force one; the
-    placeholder-only prior differs."""
+    MM:SS:`; VideoLLaMA3: `Time t.ts:`; the finder's families as listed), same token count: the same prior, the
+    brute-force one; the placeholder-only prior differs."""
     model, processor = tiny(model_type)
     fast, slow = (processor(text=[video_prompt(processor, "Describe the video.")], videos=[random_video(0)],
-                            video_metadata=_metadata(fps), return_tensors="pt") for fps in (2, 1))
+                            video_metadata=_metadata(rate), return_tensors="pt") for rate in fps)
     assert fast["input_ids"].shape == slow["input_ids"].shape and not torch.equal(fast["input_ids"], slow["input_ids"])
     prior = pnd.prior_logits(model, **fast)
     torch.testing.assert_close(prior, pnd.prior_logits(model, **slow), atol=1e-5, rtol=0)

@@ -114,3 +114,22 @@ def test_refusal_names_the_reason():
 
     with pytest.raises(ValueError, match="encoder-decoder"):
         architecture_for(Model())
+
+
+def test_audio_in_video_is_refused(tiny):
+    """Qwen3-Omni's `use_audio_in_video` interleaves audio with the frames: the prior hides visual expansions only."""
+    model, processor = tiny("qwen3_omni_moe_thinker")
+    inputs = tiny_inputs(processor, "qwen3_omni_moe_thinker")
+    with pytest.raises(ValueError, match=r"does not support audio inputs \(use_audio_in_video"):
+        pnd.attach(model, processor).generate(**inputs, use_audio_in_video=True, max_new_tokens=2,
+                                              logits_processor=[pnd.PriorNormalized(0.5)])
+
+
+def test_readme_family_table_is_the_registry():
+    from pathlib import Path
+
+    from pnd.architectures.coverage import families_table
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    table = readme.split("<!-- families:start -->\n")[1].split("\n<!-- families:end -->")[0]
+    assert table == families_table(), "regenerate README's table with pnd.architectures.coverage.families_table()"

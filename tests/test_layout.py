@@ -1,7 +1,7 @@
 """The package tree is the architecture: the core imports no front end, and no module of pnd is in an import cycle.
 
 Front ends: the command line (`pnd.cli`), integrations (`pnd.integrations`), the demo (`pnd.demo`) and the test
-helpers (`pnd.testing`). Everything else is the core. Imports are read from the source (lazy ones inside
+helpers (`pnd.testing`, `pnd.tiny_builders`). Everything else is the core. Imports are read from the source (lazy ones inside
 functions included), so a cycle that only shows at run time is caught too.
 """
 
@@ -15,7 +15,7 @@ import pytest
 import pnd
 
 ROOT = Path(pnd.__file__).parent
-FRONT_ENDS = ("pnd.cli", "pnd.integrations", "pnd.demo", "pnd.testing")
+FRONT_ENDS = ("pnd.cli", "pnd.integrations", "pnd.demo", "pnd.testing", "pnd.tiny_builders")
 OPTIONAL = ("av", "lmms_eval", "bitsandbytes", "matplotlib", "decord")
 
 

@@ -18,6 +18,8 @@ from lmms_eval.tasks.mme.utils import mme_aggregate_results, mme_doc_to_text, mm
 from lmms_eval.tasks.mvbench.utils import mvbench_aggregate_results, mvbench_doc_to_text, mvbench_process_results
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
+from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES
+
 from lmms_eval_fixtures import MME_KWARGS, MVBENCH_FOLDER, MVBENCH_KWARGS, RETRIEVAL_DOCS, build, mme_image, run_lmms_eval
 from reference import forced_scores, greedy
 
@@ -205,7 +207,9 @@ def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(m
                                               ("smolvlm", "PndHf"), ("video_llama_3", "PndHf"),
                                               ("glm4v", "PndHf"), ("video_llava", "PndHf"),
                                               ("perception_lm", "PndHf"), ("minicpmv4_6", "PndHf"),
-                                              ("minicpmv4_7", "PndHf"), ("lfm2_vl", "PndHf")])
+                                              ("minicpmv4_7", "PndHf"), ("lfm2_vl", "PndHf"),
+                                              *((t, "PndHf") for t in (*FINDER_VIDEO_ARCHITECTURES,
+                                                                       *FINDER_IMAGE_ARCHITECTURES))])
 def test_pnd_model_in_process_equals_the_reference(tmp_path, model_type, name):
     """The same class on a Qwen2-VL checkpoint (M-RoPE positions), and pnd_hf on a Qwen3-VL one (the prior hides
     the whole expansion), a Qwen3.5 one (hybrid: recurrent layers), a Gemma 3 one (sliding-window layers,

@@ -5,9 +5,9 @@ import torch
 from transformers import LogitsProcessor
 
 import pnd
-from pnd.testing import random_video
+from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES, random_video
 
-from reference import conditioned_positions, is_hybrid, visual_positions
+from reference import TOKEN_TYPES, conditioned_positions, is_hybrid, kept_tokens_forward, visual_positions
 
 CAPTIONS = ["a red circle moves left", "a blue square", "the cat sat on the mat and the dog ran"]
 VIDEOS = [random_video(0), random_video(1), random_video(2)]
@@ -25,10 +25,10 @@ def teacher_forced(model, inputs, prior):
         kept = mask.bool() & ~visual_positions(model, ids)
         if is_hybrid(model):
             logits = torch.zeros(*ids.shape, model.config.get_text_config().vocab_size)
-            logits[kept] = model(input_ids=ids[kept][None], attention_mask=torch.ones_like(ids[kept][None]),
-                                 position_ids=positions[..., kept[0]]).logits[0]
-        else:
-            logits = model(**{**inputs, "attention_mask": mask * kept}, position_ids=positions).logits
+            logits[kept] = kept_tokens_forward(model, ids, kept, positions)[0].logits[0]
+        else:  # the prior's tokens are text: token-type inputs 0
+            text = {k: inputs[k] * 0 for k in TOKEN_TYPES if k in inputs}
+            logits = model(**{**inputs, **text, "attention_mask": mask * kept}, position_ids=positions).logits
     else:
         logits = model(**inputs).logits
     ids = inputs["input_ids"]
@@ -44,6 +44,9 @@ def teacher_forced(model, inputs, prior):
     ("gemma3", "masked", "image"),  # images only; prior="text" is refused on sliding-window models
     *(("lfm2_vl", mode, "image") for mode in ("masked", "text")),  # images only; a hybrid (short convolutions)
     *(("molmo2", mode, modality) for mode in ("masked", "text") for modality in ("image", "video")),
+    # through the generic finder
+    *((t, "masked", "video") for t in FINDER_VIDEO_ARCHITECTURES),
+    *((t, "masked", "image") for t in FINDER_IMAGE_ARCHITECTURES),
 ])
 def test_scores_equal_teacher_forced_forwards(tiny, model_type, prior_mode, modality):
     model, processor = tiny(model_type)

@@ -10,8 +10,9 @@ Example:
 
 from __future__ import annotations
 
-from . import (finder_families, gemma3, glm4v, internvl, lfm2_vl, llava, minicpmv, molmo2, perception_lm, qwen2_vl,  # noqa: F401
+from . import (gemma3, glm4v, internvl, lfm2_vl, llava, minicpmv, molmo2, perception_lm, qwen2_vl,  # noqa: F401
                qwen3_5, qwen3_vl, smolvlm, video_llama_3, video_llava)  # (each family registers itself)
+from . import finder_families  # noqa: F401, E402  (the families added through the generic finder, listed last)
 from .registry import Architecture, architecture_for, register, registered, supported_model_types
 
 __all__ = ["Architecture", "architecture_for", "register", "registered", "supported_model_types"]

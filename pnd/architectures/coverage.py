@@ -16,49 +16,9 @@ from __future__ import annotations
 
 import functools
 
-from .registry import _REGISTRY, Architecture
-
-_ENCODER_DECODER = "encoder-decoder (the text decoder cross-attends to the image: no visual span in the prompt to hide)"
-_CROSS_ATTENTION = "the image reaches the text through cross-attention or prepended features, not through tokens of the " \
-                   "prompt that a prior could hide"
-_NOT_TEXT = "not a text generator for images or video"
-
-
-def _layers(types: str) -> str:
-    return f"language model has layer types pnd does not handle yet ({types}): see the new-layer-types work"
-
-
-_UNTESTED = ("not yet tested with pnd: no tiny-model brute-force tests (the generic expansion finder may already "
-             "cover it)")
-
-
-REFUSED: dict[str, str] = {
-    **dict.fromkeys(("florence2", "pix2struct", "pp_formulanet", "t5gemma2", "udop", "vision-encoder-decoder"),
-                    _ENCODER_DECODER),
-    **dict.fromkeys(("mllama", "idefics", "blip", "git"), _CROSS_ATTENTION),
-    "evolla": f"{_NOT_TEXT} (protein sequences to text)",
-    "pi0": f"{_NOT_TEXT} (robot actions)",
-    "mistral4": "text-only: the image-text-to-text mapping names a causal LM with no vision tower",
-    "diffusion_gemma": "block-diffusion decoder: it does not generate left to right, so there is no next-token prior",
-    "glm5_next": _layers("KDA linear attention, indexed sparse attention"),
-    "qwen4_exp": _layers("indexed sparse attention beside Gated DeltaNet"),
-    "nemotron_h_omni": _layers("Mamba-2"),
-    "dots3_note": _layers("indexed sparse attention"),
-    "mistral_large4": _layers("indexed sparse attention"),
-    "minimax_m3_vl": _layers("sparse attention"),
-    "inkling2": _layers("hybrid, hybrid_sliding"),
-    "inkling_mm_model": _layers("hybrid, hybrid_sliding"),
-    "unlimited_ocr": _layers("reference_sliding_attention"),
-    "llama4": _layers("chunked attention: fixed chunks of the sequence, which a compacted prior prefill would shift"),
-    **dict.fromkeys((
-        "aria", "aya_vision", "blip-2", "chameleon", "cohere2_vision", "deepseek_ocr2", "deepseek_vl",
-        "deepseek_vl_hybrid", "emu3", "exaone4_5", "fast_vlm", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2",
-        "granite_docling", "hyperclovax_vision_v2", "idefics2", "instructblip", "instructblipvideo", "janus",
-        "kosmos-2", "kosmos-2.5", "lighton_ocr", "muse_spark", "ovis2", "paddleocr_vl", "paligemma", "pp_chart2table",
-        "qianfan_ocr", "qwen2_5_omni_thinker", "shieldgemma2", "vipllava",
-    ), _UNTESTED),
-}
-
+from .._compat import has_recurrent_layers
+from .refused import REFUSED
+from .registry import _REGISTRY, Architecture, registered
 
 def image_text_to_text_types() -> list[str]:
     """The model types the installed transformers maps to image-text-to-text (`AutoModelForImageTextToText`)."""
@@ -68,12 +28,15 @@ def image_text_to_text_types() -> list[str]:
 
 
 def takes_video(model_type: str) -> bool:
-    """Whether the processor class transformers maps `model_type` to has a video processor."""
+    """Whether the processor class transformers maps `model_type` to has a video processor (without one mapped: whether
+    the registered family takes `pixel_values_videos`)."""
     import transformers
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
     processor = getattr(transformers, PROCESSOR_MAPPING_NAMES.get(model_type) or "", None)
-    return processor is not None and "video_processor" in processor.get_attributes()
+    if processor is None:
+        return model_type in _REGISTRY and "pixel_values_videos" in _REGISTRY[model_type].pixel_keys
+    return "video_processor" in processor.get_attributes()
 
 
 @functools.cache
@@ -81,13 +44,11 @@ def prefill_path(architecture: Architecture, model_type: str) -> str:
     """How the prior's prefill runs with the family's default config (docs/design.md §4)."""
     from transformers import AutoConfig
 
-    text = AutoConfig.for_model(model_type).get_text_config(decoder=True)
-    recurrent = {"linear_attention", "conv"} & set(getattr(text, "layer_types", None) or ())
-    if recurrent:
+    if has_recurrent_layers(AutoConfig.for_model(model_type).get_text_config(decoder=True)):
         return "own call on the kept tokens (recurrent layers)"
     if not architecture.causal_prompt:
         return "own call (bidirectional visual blocks)"
-    return "packed into the conditioned prefill"
+    return "packed into the conditioned prefill (own call on the kept tokens where a checkpoint's layers are recurrent)"
 
 
 def status(model_type: str) -> str:
@@ -106,3 +67,25 @@ def coverage() -> list[tuple[str, str]]:
     """(model type, status) for every image-text-to-text model type of the installed transformers and every
     supported one."""
     return [(t, status(t)) for t in sorted(set(image_text_to_text_types()) | set(_REGISTRY))]
+
+
+def _inputs(architecture: Architecture) -> str:
+    video = [t for t in architecture.model_types if takes_video(t)]
+    if len(video) == len(architecture.model_types):
+        return "video and image"
+    return f"video ({', '.join(video)}) and image" if video else "image"
+
+
+def families_table() -> str:
+    """The README's table of supported families, one row per registered architecture (a test keeps README in sync).
+
+    Example:
+        >>> families_table().splitlines()[0]
+        '| `model_type` | family | inputs | what the prior hides | prior prefill |'
+    """
+    rows = ["| `model_type` | family | inputs | what the prior hides | prior prefill |", "|---|---|---|---|---|"]
+    for architecture in registered():
+        cells = (", ".join(f"`{t}`" for t in architecture.model_types), architecture.name, _inputs(architecture),
+                 architecture.hidden(), prefill_path(architecture, architecture.model_types[0]))
+        rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(rows)

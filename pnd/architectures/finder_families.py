@@ -38,7 +38,8 @@ COSMOS3_EDGE = register(MRoPEArchitecture(name="Cosmos 3 Edge", model_types=("co
                                           token_inputs=("mm_token_type_ids",), reported=True))
 ERNIE4_5_VL = register(MRoPEArchitecture(name="ERNIE 4.5 VL", model_types=("ernie4_5_vl_moe",),
                                          pixel_keys=("pixel_values", "pixel_values_videos"),
-                                         token_inputs=("mm_token_type_ids", "moe_mm_token_type_ids"), reported=True))
+                                         token_inputs=("mm_token_type_ids", "moe_mm_token_type_ids"), reuses_text=False,
+                                         reported=True))
 GRANITE4_VISION = register(Architecture(name="Granite 4 Vision", model_types=("granite4_vision",),
                                         pixel_keys=("pixel_values",), reported=True))
 KIMI_K25 = register(Architecture(name="Kimi K2.5", model_types=("kimi_k25",),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from .._compat import position_ids_for_generation
+from .refused import REFUSED
 from .reported import bound_processor, recalled_expansion
 
 _REGISTRY: dict[str, "Architecture"] = {}
@@ -40,6 +41,10 @@ class Architecture:
     # prefill's causal split would drop that, so the prior's prefill runs as a call of its own
     causal_prompt: bool = True
     same_frame_counts: bool = False  # the processor batches videos only when they have the same number of frames
+    # False where a per-token input (`token_inputs`) marks a template token before the expansion (ERNIE 4.5 VL routes its
+    # vision start token to the vision experts): the conditioned pass computes that text differently from the prior,
+    # which gives every kept token 0 (text), so the prior's prefill recomputes the text before the video
+    reuses_text: bool = True
     # True: the expansion is what the bound processor reported replacing (`reported`), no token-id rule of its own
     reported: bool = False
     hides: str = "the placeholder tokens"  # what the token-id rule hides, in words (`pnd models --all`)
@@ -135,8 +140,6 @@ def architecture_for(model) -> Architecture:
     """The registered architecture of a Hugging Face model, or a ValueError listing the supported ones."""
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     if model_type not in _REGISTRY:
-        from .coverage import REFUSED
-
         why = f" ({REFUSED[model_type]})" if model_type in REFUSED else ""
         raise ValueError(
             f"pnd does not support model_type {model_type!r} ({type(model).__name__}){why}. "

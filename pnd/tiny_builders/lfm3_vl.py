@@ -27,8 +27,9 @@ def build(seed: int):
             model_type="lfm3", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=5,
             num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=1024,
             # LFM3's pattern (conv, conv, full, conv, sliding, conv, full, ...), shortened: a short-convolution layer on
-            # both sides of each attention layer
-            layer_types=["conv", "full_attention", "conv", "sliding_attention", "conv"],
+            # both sides of each attention layer, a sliding layer before a full one (as in the checkpoints: a full layer
+            # reads what the sliding window let each token see)
+            layer_types=["conv", "sliding_attention", "conv", "full_attention", "conv"],
             sliding_window=6,  # prompts: ~25 tokens
             eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
             tie_word_embeddings=False,

@@ -1,0 +1,47 @@
+"""The image-text-to-text model types pnd refuses, each with the reason (`pnd models --all`, `architecture_for`).
+
+Example:
+    >>> REFUSED["mistral4"]
+    'text-only: the image-text-to-text mapping names a causal LM with no vision tower'
+"""
+
+_ENCODER_DECODER = "encoder-decoder (the text decoder cross-attends to the image: no visual span in the prompt to hide)"
+_CROSS_ATTENTION = "the image reaches the text through cross-attention or prepended features, not through tokens of the " \
+                   "prompt that a prior could hide"
+_NOT_TEXT = "not a text generator for images or video"
+
+
+def _layers(types: str) -> str:
+    return f"language model has layer types pnd does not handle yet ({types}): see the new-layer-types work"
+
+
+_UNTESTED = ("not yet tested with pnd: no tiny-model brute-force tests (the generic expansion finder may already "
+             "cover it)")
+
+
+REFUSED: dict[str, str] = {
+    **dict.fromkeys(("florence2", "pix2struct", "pp_formulanet", "t5gemma2", "udop", "vision-encoder-decoder"),
+                    _ENCODER_DECODER),
+    **dict.fromkeys(("mllama", "idefics", "blip", "git"), _CROSS_ATTENTION),
+    "evolla": f"{_NOT_TEXT} (protein sequences to text)",
+    "pi0": f"{_NOT_TEXT} (robot actions)",
+    "mistral4": "text-only: the image-text-to-text mapping names a causal LM with no vision tower",
+    "diffusion_gemma": "block-diffusion decoder: it does not generate left to right, so there is no next-token prior",
+    "glm5_next": _layers("KDA linear attention, indexed sparse attention"),
+    "qwen4_exp": _layers("indexed sparse attention beside Gated DeltaNet"),
+    "nemotron_h_omni": _layers("Mamba-2"),
+    "dots3_note": _layers("indexed sparse attention"),
+    "mistral_large4": _layers("indexed sparse attention"),
+    "minimax_m3_vl": _layers("sparse attention"),
+    "inkling2": _layers("hybrid, hybrid_sliding"),
+    "inkling_mm_model": _layers("hybrid, hybrid_sliding"),
+    "unlimited_ocr": _layers("reference_sliding_attention"),
+    "llama4": _layers("chunked attention: fixed chunks of the sequence, which a compacted prior prefill would shift"),
+    **dict.fromkeys((
+        "aria", "aya_vision", "blip-2", "chameleon", "cohere2_vision", "deepseek_ocr2", "deepseek_vl",
+        "deepseek_vl_hybrid", "emu3", "exaone4_5", "fast_vlm", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2",
+        "granite_docling", "hyperclovax_vision_v2", "idefics2", "instructblip", "instructblipvideo", "janus",
+        "kosmos-2", "kosmos-2.5", "lighton_ocr", "muse_spark", "ovis2", "paddleocr_vl", "paligemma", "pp_chart2table",
+        "qianfan_ocr", "qwen2_5_omni_thinker", "shieldgemma2", "vipllava",
+    ), _UNTESTED),
+}
