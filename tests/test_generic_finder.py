@@ -133,3 +133,12 @@ def test_readme_family_table_is_the_registry():
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     table = readme.split("<!-- families:start -->\n")[1].split("\n<!-- families:end -->")[0]
     assert table == families_table(), "regenerate README's table with pnd.architectures.coverage.families_table()"
+
+
+@pytest.mark.parametrize("model_type, layer_type", [("minimax_m3_vl", "sparse attention"), ("llama4", "chunked attention")])
+def test_families_with_unhandled_layer_types_are_refused_naming_them(model_type, layer_type):
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model(model_type)
+    with pytest.raises(ValueError, match=rf"layer types pnd does not handle yet \({layer_type}"):
+        pnd.attach(model, processor)
