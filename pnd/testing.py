@@ -176,8 +176,7 @@ def _qwen2_vl(seed: int, model_type: str = "qwen2_vl"):
 
 def _qwen3_vl(seed: int, model_type: str = "qwen3_vl"):
     """Qwen3-VL, or Qwen3.5 (same processor; a hybrid language model: Gated-DeltaNet layers around full attention)."""
-    from transformers import AutoConfig, AutoModelForImageTextToText, Qwen2VLImageProcessor, Qwen3VLProcessor
-    from transformers import Qwen3VLVideoProcessor
+    from transformers import AutoConfig, AutoModelForImageTextToText, Qwen3VLProcessor
 
     tokenizer = tiny_tokenizer(["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"])
     rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True, "rope_theta": 10000.0}
@@ -210,16 +209,22 @@ def _qwen3_vl(seed: int, model_type: str = "qwen3_vl"):
     )
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config).eval()
+    return model, Qwen3VLProcessor(tokenizer=tokenizer, **qwen3_vl_processor_parts())
+
+
+def qwen3_vl_processor_parts() -> dict:
+    """The tiny Qwen3-VL processor's image and video processors and chat template (families that write its format
+    build theirs from them): a 64-pixel image or frame pair is 4 tokens."""
+    from transformers import Qwen2VLImageProcessor, Qwen3VLVideoProcessor
+
     video_size = {"shortest_edge": 64 * 64, "longest_edge": 64 * 64 * 4}
-    processor = Qwen3VLProcessor(
+    return dict(
         image_processor=Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=64 * 64, max_pixels=64 * 64),
         video_processor=Qwen3VLVideoProcessor(size=video_size, patch_size=16, merge_size=2, do_sample_frames=False,
                                               cap_pixels_per_frame=True, fps=2),
-        tokenizer=tokenizer,
         chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|vision_start|><|image_pad|><|vision_end|>")
         .replace("{{ video_placeholder }}", "<|vision_start|><|video_pad|><|vision_end|>"),
     )
-    return model, processor
 
 
 _HYBRID_LAYERS = ["linear_attention", "full_attention", "linear_attention"]  # a recurrent layer on both sides
@@ -512,10 +517,13 @@ def _video_llama_3(seed: int):
 
 
 def _minicpmv(seed: int, model_type: str = "minicpmv4_6"):
-    """MiniCPM-V 4.6 or 4.7 (canvas M-RoPE) with Qwen3.5's hybrid language model; images of 56 pixels cut into 2x2
-    slices (28-pixel scale)."""
-    from transformers import AutoConfig, AutoModelForImageTextToText, MiniCPMV4_6ImageProcessor, MiniCPMV4_6Processor
-    from transformers import MiniCPMV4_6VideoProcessor, MiniCPMV4_7Processor
+    """MiniCPM-V 4.6 or 4.7 (canvas M-RoPE), or MiniCPM-OCR (1-D positions), with Qwen3.5's hybrid language model;
+    images of 56 pixels cut into 2x2 slices (28-pixel scale)."""
+    import transformers
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    family = "MiniCPMOcr" if model_type == "minicpm_ocr" else "MiniCPMV4_6"
+    processor_class = getattr(transformers, "MiniCPMV4_7Processor" if model_type == "minicpmv4_7" else f"{family}Processor")
 
     named = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>", "image_start_token": "<image>",
              "image_end_token": "</image>", "slice_start_token": "<slice>", "slice_end_token": "</slice>",
@@ -545,13 +553,15 @@ def _minicpmv(seed: int, model_type: str = "minicpmv4_6"):
         downsample_mode="4x",  # one 2x2 merge: a 28-pixel slice is one token, a 56-pixel frame four
         image_token_id=tokenizer.image_token_id,
         video_token_id=tokenizer.video_token_id,
+        tie_word_embeddings=False,
     )
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config).eval()
     common = dict(patch_size=14, downsample_mode="4x")
-    processor = (MiniCPMV4_7Processor if model_type == "minicpmv4_7" else MiniCPMV4_6Processor)(
-        image_processor=MiniCPMV4_6ImageProcessor(scale_resolution=28, max_slice_nums=4, **common),
-        video_processor=MiniCPMV4_6VideoProcessor(scale_resolution=56, do_sample_frames=False, **common),
+    processor = processor_class(
+        image_processor=getattr(transformers, f"{family}ImageProcessor")(scale_resolution=28, max_slice_nums=4, **common),
+        video_processor=getattr(transformers, f"{family}VideoProcessor")(scale_resolution=56, do_sample_frames=False,
+                                                                          **common),
         tokenizer=tokenizer,
         chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|image_pad|>")
         .replace("{{ video_placeholder }}", "<|video_pad|>"),

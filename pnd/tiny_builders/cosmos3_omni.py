@@ -8,10 +8,9 @@ import torch
 
 
 def build(seed: int):
-    from transformers import Cosmos3OmniConfig, Cosmos3OmniForConditionalGeneration, Qwen2VLImageProcessor
-    from transformers import Qwen3VLProcessor, Qwen3VLVideoProcessor
+    from transformers import Cosmos3OmniConfig, Cosmos3OmniForConditionalGeneration, Qwen3VLProcessor
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import qwen3_vl_processor_parts, tiny_tokenizer
 
     specials = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
     tokenizer = tiny_tokenizer(specials, corpus=("<0.5 seconds> <1.5 seconds>",))
@@ -36,13 +35,4 @@ def build(seed: int):
     )
     torch.manual_seed(seed)
     model = Cosmos3OmniForConditionalGeneration(config).eval()
-    video_size = {"shortest_edge": 64 * 64, "longest_edge": 64 * 64 * 4}
-    processor = Qwen3VLProcessor(
-        image_processor=Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=64 * 64, max_pixels=64 * 64),
-        video_processor=Qwen3VLVideoProcessor(size=video_size, patch_size=16, merge_size=2, do_sample_frames=False,
-                                              cap_pixels_per_frame=True, fps=2),
-        tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|vision_start|><|image_pad|><|vision_end|>")
-        .replace("{{ video_placeholder }}", "<|vision_start|><|video_pad|><|vision_end|>"),
-    )
-    return model, processor
+    return model, Qwen3VLProcessor(tokenizer=tokenizer, **qwen3_vl_processor_parts())

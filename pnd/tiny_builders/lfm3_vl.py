@@ -11,10 +11,9 @@ import torch
 
 
 def build(seed: int):
-    from transformers import Lfm3VlConfig, Lfm3VlForConditionalGeneration, Lfm3VlProcessor, Qwen2VLImageProcessor
-    from transformers import Qwen3VLVideoProcessor
+    from transformers import Lfm3VlConfig, Lfm3VlForConditionalGeneration, Lfm3VlProcessor
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import qwen3_vl_processor_parts, tiny_tokenizer
 
     named = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>", "vision_start_token": "<|vision_start|>",
              "vision_end_token": "<|vision_end|>"}
@@ -43,14 +42,5 @@ def build(seed: int):
     )
     torch.manual_seed(seed)
     model = Lfm3VlForConditionalGeneration(config).eval()
-    video_size = {"shortest_edge": 64 * 64, "longest_edge": 64 * 64 * 4}
-    processor = Lfm3VlProcessor(
-        image_processor=Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=64 * 64, max_pixels=64 * 64),
-        video_processor=Qwen3VLVideoProcessor(size=video_size, patch_size=16, merge_size=2, do_sample_frames=False,
-                                              cap_pixels_per_frame=True, fps=2),
-        tokenizer=tokenizer,
-        # as Qwen3-VL's template, whose processor LFM3-VL's derives from
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|vision_start|><|image_pad|><|vision_end|>")
-        .replace("{{ video_placeholder }}", "<|vision_start|><|video_pad|><|vision_end|>"),
-    )
-    return model, processor
+    # Qwen3-VL's template and image/video processors, from which LFM3-VL's processor derives
+    return model, Lfm3VlProcessor(tokenizer=tokenizer, **qwen3_vl_processor_parts())
