@@ -61,7 +61,7 @@ def assert_equals_reference(model, inputs, out, mode):
         torch.testing.assert_close(out.sequences_scores[row], total / length, atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "mistral3", "kimi_k25", "cosmos3_omni"])
 @pytest.mark.parametrize("mode", ["greedy", "beam"])
 def test_static_cache_equals_the_reference(tiny, model_type, mode):
     model, processor = tiny(model_type)
