@@ -96,8 +96,6 @@ def _record_call(processor, call, args, kwargs):
     if all(key in outputs for key in _ADDED) and "input_ids" in outputs:
         record = _RECORDS.setdefault(processor, ExpansionRecord())
         ids, offsets, masks = outputs["input_ids"], outputs["offset_mapping"], outputs.get("attention_mask", None)
-        if len(ids) and not hasattr(ids[0], "__len__"):  # one prompt as a string, no tensors: unbatched lists
-            ids, offsets, masks = [ids], [offsets], None if masks is None else [masks]
         for row, replacements in enumerate(outputs["text_replacement_offsets"]):
             row_ids = [int(i) for i in ids[row]]
             attended = [True] * len(row_ids) if masks is None else [bool(m) for m in masks[row]]
