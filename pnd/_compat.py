@@ -79,7 +79,8 @@ def has_recurrent_layers(config) -> bool:
 def recurrent_layer_types(config) -> set:
     """The `layer_types` of the (text) config's recurrent layers, e.g. LFM2's and LFM3's "conv"."""
     layers = DynamicCache(config=config).layers
-    return {kind for kind, layer in zip(config.layer_types, layers) if isinstance(layer, LinearAttentionCacheLayerMixin)}
+    return {kind for kind, layer in zip(config.layer_types, layers)
+            if isinstance(layer, LinearAttentionCacheLayerMixin)}
 
 
 def layer_states(cache) -> list:

@@ -190,16 +190,17 @@ def masked_prefill(
 def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     """The model's logits for last hidden states, with its final scaling: Granite's `logits_scaling` divisor, Muse
     Glimmer's `output_multiplier`, Gemma's `final_logit_softcapping`."""
-    logits = model.get_output_embeddings()(hidden)
     configs = (model.config, model.config.get_text_config(decoder=True))
-    scaling = next((c.logits_scaling for c in configs if getattr(c, "logits_scaling", None)), None)
-    cap = next((c.final_logit_softcapping for c in configs if getattr(c, "final_logit_softcapping", None)), None)
-    if scaling:
+
+    def setting(name: str):  # the first config that sets `name` (top-level or text)
+        return next((getattr(c, name) for c in configs if getattr(c, name, None)), None)
+
+    logits = model.get_output_embeddings()(hidden)
+    if scaling := setting("logits_scaling"):
         logits = logits / scaling
-    multiplier = next((c.output_multiplier for c in configs if getattr(c, "output_multiplier", None)), None)
-    if multiplier:  # Muse Glimmer: logits * output_multiplier, then the softcap
+    if multiplier := setting("output_multiplier"):  # Muse Glimmer: logits * output_multiplier, then the softcap
         logits = logits * multiplier
-    if cap:
+    if cap := setting("final_logit_softcapping"):
         logits = torch.tanh(logits / cap) * cap
     return logits
 

@@ -65,6 +65,20 @@ def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600, named: dict
     )
 
 
+QWEN_VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+
+
+def vision_token_ids(tokenizer, tokens: tuple[str, ...] = QWEN_VISION_TOKENS) -> dict:
+    """The config fields of Qwen2-VL's format's (start, end, image, video) special tokens, for families that use it.
+
+    Example:
+        >>> sorted(vision_token_ids(tiny_tokenizer(list(QWEN_VISION_TOKENS))))
+        ['image_token_id', 'video_token_id', 'vision_end_token_id', 'vision_start_token_id']
+    """
+    start, end, image, video = tokenizer.convert_tokens_to_ids(list(tokens))
+    return dict(vision_start_token_id=start, vision_end_token_id=end, image_token_id=image, video_token_id=video)
+
+
 def _scale_attention(model: torch.nn.Module, factor: float) -> None:
     """Sharpen attention, short convolutions and logits so that position or masking bugs change the tokens.
 
@@ -141,7 +155,7 @@ def _qwen2_vl(seed: int, model_type: str = "qwen2_vl"):
     from transformers import AutoConfig, AutoModelForImageTextToText, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
     from transformers import Qwen2VLProcessor
 
-    tokenizer = tiny_tokenizer(["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"])
+    tokenizer = tiny_tokenizer(list(QWEN_VISION_TOKENS))
     vision = dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2, patch_size=14, spatial_merge_size=2,
                   temporal_patch_size=2, in_channels=3)
     if model_type == "qwen2_5_vl":
@@ -156,10 +170,7 @@ def _qwen2_vl(seed: int, model_type: str = "qwen2_vl"):
             eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
         ),
         vision_config=vision,
-        image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
-        video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
-        vision_start_token_id=tokenizer.convert_tokens_to_ids("<|vision_start|>"),
-        vision_end_token_id=tokenizer.convert_tokens_to_ids("<|vision_end|>"),
+        **vision_token_ids(tokenizer),
     )
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config).eval()
@@ -178,7 +189,7 @@ def _qwen3_vl(seed: int, model_type: str = "qwen3_vl"):
     """Qwen3-VL, or Qwen3.5 (same processor; a hybrid language model: Gated-DeltaNet layers around full attention)."""
     from transformers import AutoConfig, AutoModelForImageTextToText, Qwen3VLProcessor
 
-    tokenizer = tiny_tokenizer(["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"])
+    tokenizer = tiny_tokenizer(list(QWEN_VISION_TOKENS))
     rope = {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True, "rope_theta": 10000.0}
     text = dict(num_hidden_layers=2, intermediate_size=128)
     vision = dict(deepstack_visual_indexes=[0])
@@ -201,10 +212,7 @@ def _qwen3_vl(seed: int, model_type: str = "qwen3_vl"):
         vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=16,
                            spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64,
                            num_position_embeddings=16, **vision),
-        image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
-        video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
-        vision_start_token_id=tokenizer.convert_tokens_to_ids("<|vision_start|>"),
-        vision_end_token_id=tokenizer.convert_tokens_to_ids("<|vision_end|>"),
+        **vision_token_ids(tokenizer),
         tie_word_embeddings=False,
     )
     torch.manual_seed(seed)
@@ -523,7 +531,7 @@ def _minicpmv(seed: int, model_type: str = "minicpmv4_6"):
     from transformers import AutoConfig, AutoModelForImageTextToText
 
     family = "MiniCPMOcr" if model_type == "minicpm_ocr" else "MiniCPMV4_6"
-    processor_class = getattr(transformers, "MiniCPMV4_7Processor" if model_type == "minicpmv4_7" else f"{family}Processor")
+    processor_name = "MiniCPMV4_7Processor" if model_type == "minicpmv4_7" else f"{family}Processor"
 
     named = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>", "image_start_token": "<image>",
              "image_end_token": "</image>", "slice_start_token": "<slice>", "slice_end_token": "</slice>",
@@ -558,8 +566,9 @@ def _minicpmv(seed: int, model_type: str = "minicpmv4_6"):
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config).eval()
     common = dict(patch_size=14, downsample_mode="4x")
-    processor = processor_class(
-        image_processor=getattr(transformers, f"{family}ImageProcessor")(scale_resolution=28, max_slice_nums=4, **common),
+    processor = getattr(transformers, processor_name)(
+        image_processor=getattr(transformers, f"{family}ImageProcessor")(scale_resolution=28, max_slice_nums=4,
+                                                                          **common),
         video_processor=getattr(transformers, f"{family}VideoProcessor")(scale_resolution=56, do_sample_frames=False,
                                                                           **common),
         tokenizer=tokenizer,

@@ -1,4 +1,5 @@
-"""GLM-4.1V / GLM-4.5V / GLM-4.6V (`glm4v`, `glm4v_moe`, `glm46v`): the chat template writes `<|begin_of_image|><|image|><|end_of_image|>`
+"""GLM-4.1V / GLM-4.5V / GLM-4.6V (`glm4v`, `glm4v_moe`, `glm46v`): the chat template writes
+`<|begin_of_image|><|image|><|end_of_image|>`
 and `<|begin_of_video|><|video|><|end_of_video|>`; the processor expands a video into per-frame
 `<|begin_of_image|>` + `<|image|>` tokens + `<|end_of_image|>` + an integer timestamp (video frames use the image
 token), an image into `<|image|>` tokens.

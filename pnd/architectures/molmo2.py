@@ -6,8 +6,8 @@
 For an image the prior hides each view block, its ends included: every token of the replacement is a special token
 inside such a block, so it is read from the token ids. A video's first timestamp is plain text written right after
 the template's text, which no token bounds, so a video prompt's expansion is what the processor reports replacing
-(`reported`, after `pnd.attach(model, processor)`): the timestamps, the frame blocks and any image blocks. The visual blocks
-attend bidirectionally in the conditioned pass (`mm_token_type_ids`), so the prior's prefill runs as a call of its own.
+(`reported`, after `pnd.attach(model, processor)`): the timestamps, the frame blocks and any image blocks. The visual
+blocks attend bidirectionally in the conditioned pass (`mm_token_type_ids`), so the prior's prefill runs as a call of its own.
 
 Example:
     >>> import torch
@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import torch
 
 from .delimited import blocks_with_ends
-from .reported import bound_processor, recalled_expansion
 from .registry import Architecture, register
 
 
@@ -38,9 +37,8 @@ class Molmo2Architecture(Architecture):
         processor = getattr(model, "_pnd_processor", None)
         frames_as_images = processor is not None and not processor.use_frame_special_tokens
         if frames_as_images or (input_ids == model.config.frame_start_token_id).any():
-            processor = bound_processor(model, "A Molmo2 video's timestamps are plain text that no token bounds")
-            return recalled_expansion(processor, input_ids, attention_mask, self.name,
-                                      self.placeholder_mask(model.config, input_ids))
+            return self.reported_expansion(model, input_ids, attention_mask,
+                                           "A Molmo2 video's timestamps are plain text that no token bounds")
         return self.expansion_mask(model.config, input_ids)
 
     def expansion_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:

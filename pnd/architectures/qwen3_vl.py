@@ -1,6 +1,7 @@
-"""Qwen3-VL (dense and MoE), and the families that write its format (Cosmos 3 Omni, Cohere Compass): the processor expands a video into per-frame `<t seconds>` timestamps, each followed
-by `<|vision_start|>` + that frame's `<|video_pad|>` tokens + `<|vision_end|>`, all inside the
-`<|vision_start|>…<|vision_end|>` pair that the chat template wrote; an image into `<|image_pad|>` tokens.
+"""Qwen3-VL (dense and MoE), and the families that write its format (Cosmos 3 Omni, Cohere Compass): the processor
+expands a video into per-frame `<t seconds>` timestamps, each followed by `<|vision_start|>` + that frame's
+`<|video_pad|>` tokens + `<|vision_end|>`, all inside the `<|vision_start|>…<|vision_end|>` pair that the chat template
+wrote; an image into `<|image_pad|>` tokens.
 
 The prior hides everything strictly inside the template's outermost pair (timestamps and inner delimiters
 included: they carry the video's length and frame count); the template's own pair stays visible, as for Qwen2-VL.

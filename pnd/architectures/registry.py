@@ -86,10 +86,16 @@ class Architecture:
         """The expansion of `model`'s prompts: what the bound processor reported replacing for a `reported` family,
         else `expansion_mask` (the token-id rule)."""
         if self.reported:
-            processor = bound_processor(model, f"{self.name}'s visual expansion is what its processor reports replacing")
-            return recalled_expansion(processor, input_ids, attention_mask, self.name,
-                                      self.placeholder_mask(model.config, input_ids))
+            return self.reported_expansion(model, input_ids, attention_mask,
+                                           f"{self.name}'s visual expansion is what its processor reports replacing")
         return self.expansion_mask(model.config, input_ids)
+
+    def reported_expansion(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                           why: str) -> torch.Tensor:
+        """What the processor bound to `model` reported replacing in these prompts (`reported.recalled_expansion`);
+        without a bound processor, a ValueError that starts with `why`."""
+        return recalled_expansion(bound_processor(model, why), input_ids, attention_mask, self.name,
+                                  self.placeholder_mask(model.config, input_ids))
 
     def check_video_batch(self, videos) -> None:
         """A ValueError if the processor cannot batch these videos ((frames, 3, H, W) each) together."""

@@ -1,6 +1,7 @@
 """SmolVLM / SmolVLM2 (`smolvlm`) and Idefics3 (`idefics3`, its parent: the same image blocks, no video).
 
-The processor expands a video into an intro sentence with its frame count and duration ("You are provided the following series of four frames from a 0:00:04 [H:MM:SS] video.\\n"), then per frame
+The processor expands a video into an intro sentence with its frame count and duration ("You are provided the
+following series of four frames from a 0:00:04 [H:MM:SS] video.\\n"), then per frame
 "\\nFrame from MM:SS:" + `<fake_token_around_image><global-img>` + `<image>` tokens + `<fake_token_around_image>`, then
 "\\n\\n"; an image into one such block, or per tile `<fake_token_around_image><row_R_col_C>` + `<image>` tokens (a "\\n"
 after each row) and a global block. None of that text is bounded by a delimiter token: the expansion is what the

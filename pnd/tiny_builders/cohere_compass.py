@@ -13,11 +13,10 @@ def build(seed: int):
     from transformers import CohereCompassConfig, CohereCompassForConditionalGeneration, CohereCompassImageProcessor
     from transformers import CohereCompassProcessor, CohereCompassVideoProcessor
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer, vision_token_ids
 
     specials = ["<|VISION_START|>", "<|VISION_END|>", "<|IMAGE_PAD|>", "<|VIDEO_PAD|>"]
     tokenizer = tiny_tokenizer(specials, corpus=("<0.2 seconds> <1.2 seconds>",))
-    start, end, image, video = tokenizer.convert_tokens_to_ids(specials)
     mrope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3], "mrope_interleaved": True}
     config = CohereCompassConfig(
         text_config=dict(
@@ -32,10 +31,7 @@ def build(seed: int):
                            spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64,
                            num_position_embeddings=16, deepstack_visual_indexes=[0],
                            rope_parameters={"rope_type": "axial", "rope_theta": 10000.0}),
-        image_token_id=image,
-        video_token_id=video,
-        vision_start_token_id=start,
-        vision_end_token_id=end,
+        **vision_token_ids(tokenizer, specials),
         tie_word_embeddings=False,
     )
     torch.manual_seed(seed)

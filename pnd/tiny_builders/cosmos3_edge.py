@@ -11,11 +11,10 @@ def build(seed: int):
     from transformers import Cosmos3EdgeConfig, Cosmos3EdgeForConditionalGeneration, Cosmos3EdgeImageProcessor
     from transformers import Cosmos3EdgeProcessor, Cosmos3EdgeVideoProcessor
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import QWEN_VISION_TOKENS, _CHAT_TEMPLATE, tiny_tokenizer, vision_token_ids
 
-    specials = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
-    tokenizer = tiny_tokenizer(specials, corpus=("<0.0 seconds> <0.5 seconds> <1.0 seconds> <1.5 seconds>",))
-    start, end, image, video = tokenizer.convert_tokens_to_ids(specials)
+    timestamps = "<0.0 seconds> <0.5 seconds> <1.0 seconds> <1.5 seconds>"
+    tokenizer = tiny_tokenizer(list(QWEN_VISION_TOKENS), corpus=(timestamps,))
     config = Cosmos3EdgeConfig(
         text_config=dict(
             vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2, head_dim=16,
@@ -26,10 +25,7 @@ def build(seed: int):
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                            patch_size=16, num_patches=16, spatial_merge_size=2),
         projector_hidden_size=64,
-        image_token_id=image,
-        video_token_id=video,
-        vision_start_token_id=start,
-        vision_end_token_id=end,
+        **vision_token_ids(tokenizer),
         tie_word_embeddings=False,
     )
     torch.manual_seed(seed)

@@ -10,11 +10,9 @@ import torch
 def build(seed: int):
     from transformers import Cosmos3OmniConfig, Cosmos3OmniForConditionalGeneration, Qwen3VLProcessor
 
-    from pnd.testing import qwen3_vl_processor_parts, tiny_tokenizer
+    from pnd.testing import QWEN_VISION_TOKENS, qwen3_vl_processor_parts, tiny_tokenizer, vision_token_ids
 
-    specials = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
-    tokenizer = tiny_tokenizer(specials, corpus=("<0.5 seconds> <1.5 seconds>",))
-    start, end, image, video = tokenizer.convert_tokens_to_ids(specials)
+    tokenizer = tiny_tokenizer(list(QWEN_VISION_TOKENS), corpus=("<0.5 seconds> <1.5 seconds>",))
     config = Cosmos3OmniConfig(
         text_config=dict(
             model_type="qwen3_vl_text", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
@@ -27,10 +25,7 @@ def build(seed: int):
         vision_config=dict(model_type="qwen3_vl_vision", depth=2, hidden_size=32, intermediate_size=64, num_heads=2,
                            patch_size=16, spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64,
                            num_position_embeddings=16, deepstack_visual_indexes=[0]),
-        image_token_id=image,
-        video_token_id=video,
-        vision_start_token_id=start,
-        vision_end_token_id=end,
+        **vision_token_ids(tokenizer),
         tie_word_embeddings=False,
     )
     torch.manual_seed(seed)
