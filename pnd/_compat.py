@@ -15,13 +15,15 @@ from typing import NamedTuple
 
 import torch
 from transformers import AttentionInterface, DynamicCache, StaticCache
-from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer, LinearAttentionCacheLayerMixin
+from transformers.cache_utils import DynamicIndexedLayer, DynamicLayer, DynamicSlidingWindowLayer
+from transformers.cache_utils import LinearAttentionCacheLayerMixin, get_layer_types_and_kwargs
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
 TRANSFORMERS_CHECKED = ">=5.23,<5.24"  # the releases these calls were read and tested against
 
-__all__ = ["TRANSFORMERS_CHECKED", "RecurrentState", "attention_implementation", "cache_from_layers", "compiled_forward",
+__all__ = ["TRANSFORMERS_CHECKED", "IndexedState", "RecurrentState", "attention_implementation", "cache_from_layers",
+           "cache_layer_types", "compiled_forward",
            "compiles_decoding", "encode_visual_inputs", "generation_config", "has_recurrent_layers", "layer_states",
            "map_states", "position_ids_for_generation", "register_sdpa_attention", "sdpa_attention_forward",
            "set_attention_implementation", "set_layer_state"]
@@ -63,12 +65,31 @@ def compiled_forward(model, forward, compile_config):
 
 
 class RecurrentState(NamedTuple):
-    """What a recurrent cache layer (transformers' `LinearAttentionLayer`: Gated DeltaNet, short convolutions) holds
-    for its rows: the last inputs of its causal convolution and its recurrent state, either possibly None. Unlike
-    keys and values they have no sequence axis: they sum up every token the layer has seen."""
+    """What a recurrent cache layer (transformers' `LinearAttentionLayer`: Gated DeltaNet, KDA, Mamba-2, short
+    convolutions) holds for its rows, per state index (Qwen4 keeps three): the last inputs of each causal convolution
+    and each recurrent state, any of them possibly None. Unlike keys and values they have no sequence axis: they sum
+    up every token the layer has seen."""
 
-    conv: torch.Tensor | None
-    recurrent: torch.Tensor | None
+    conv: tuple
+    recurrent: tuple
+
+
+class IndexedState(NamedTuple):
+    """What an indexed (sparse) attention layer (`DynamicIndexedLayer`) holds for its rows: keys and values, the
+    indexer's keys, and the indexer's position ids if the model stores them there (Qwen4). Every tensor is laid out as
+    keys are, (batch, 1 or heads, slots, dim), so that slot operations treat all alike."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
+    indexer_keys: torch.Tensor | None  # (batch, 1, slots, dim): the layer's (batch, slots, dim)
+    indexer_positions: torch.Tensor | None  # (batch, dims, slots, 1): the layer's (dims, batch, slots)
+
+
+def cache_layer_types(config) -> list[str]:
+    """The layer type of each cache layer of a (text) config, as transformers' caches read it
+    (`get_layer_types_and_kwargs`: inferred where `layer_types` is absent; MoE/MLP blocks and KV-sharing layers
+    are "dummy")."""
+    return list(get_layer_types_and_kwargs(config)[0])
 
 
 def has_recurrent_layers(config) -> bool:
@@ -79,37 +100,54 @@ def has_recurrent_layers(config) -> bool:
 def recurrent_layer_types(config) -> set:
     """The `layer_types` of the (text) config's recurrent layers, e.g. LFM2's and LFM3's "conv"."""
     layers = DynamicCache(config=config).layers
-    return {kind for kind, layer in zip(config.layer_types, layers)
+    return {kind for kind, layer in zip(cache_layer_types(config), layers)
             if isinstance(layer, LinearAttentionCacheLayerMixin)}
 
 
 def layer_states(cache) -> list:
-    """Per layer of `cache`: (keys, values) for an attention layer, a `RecurrentState` for a recurrent one."""
+    """Per layer of `cache`: (keys, values) for an attention layer (None, None for one without a cache of its own), an
+    `IndexedState` for an indexed one, a `RecurrentState` for a recurrent one."""
     states = []
     for layer in cache.layers:
-        if not isinstance(layer, LinearAttentionCacheLayerMixin):
-            states.append((layer.keys, layer.values))
-        elif layer.number_of_states == 1 and not hasattr(layer, "keys"):
-            states.append(RecurrentState(layer.conv_states[0], layer.recurrent_states[0]))
+        if isinstance(layer, LinearAttentionCacheLayerMixin):
+            if hasattr(layer, "keys"):
+                raise NotImplementedError(f"pnd does not support cache layers of type {type(layer).__name__} "
+                                          "(recurrent and attention states in one layer).")
+            indices = range(layer.number_of_states)
+            states.append(RecurrentState(tuple(layer.conv_states[i] for i in indices),
+                                         tuple(layer.recurrent_states[i] for i in indices)))
+        elif isinstance(layer, DynamicIndexedLayer):
+            positions = layer.indexer_position_ids
+            states.append(IndexedState(
+                layer.keys, layer.values, None if layer.indexer_keys is None else layer.indexer_keys[:, None],
+                None if positions is None else positions.transpose(0, 1)[..., None]))
         else:
-            raise NotImplementedError(f"pnd does not support cache layers of type {type(layer).__name__} (several "
-                                      "recurrent states, or recurrent and attention states in one layer).")
+            states.append((layer.keys, layer.values))
     return states
 
 
 def set_layer_state(layer, state) -> None:
     """Make cache layer `layer` hold `state` (as `layer_states` gives it), in place of its rows."""
     if isinstance(state, RecurrentState):
-        layer.conv_states[0], layer.recurrent_states[0] = state
+        for index, (conv, recurrent) in enumerate(zip(*state)):
+            layer.conv_states[index], layer.recurrent_states[index] = conv, recurrent
+    elif isinstance(state, IndexedState):
+        layer.keys, layer.values = state.keys, state.values
+        layer.indexer_keys = None if state.indexer_keys is None else state.indexer_keys[:, 0]
+        positions = state.indexer_positions
+        layer.indexer_position_ids = None if positions is None else positions[..., 0].transpose(0, 1)
     else:
         layer.keys, layer.values = state
 
 
 def map_states(function, *states):
-    """`function` applied tensor by tensor across `states` of one layer (all (keys, values) or all RecurrentState),
-    e.g. a row selection; a None tensor stays None."""
-    mapped = [None if parts[0] is None else function(*parts) for parts in zip(*states)]
-    return RecurrentState(*mapped) if isinstance(states[0], RecurrentState) else tuple(mapped)
+    """`function` applied tensor by tensor across `states` of one layer (all of one kind, as `layer_states` gives
+    them), e.g. a row selection; a None tensor stays None. Per-slot tensors all have their slots on axis 2."""
+    first = states[0]
+    if first is None or isinstance(first, torch.Tensor):
+        return None if first is None else function(*states)
+    mapped = [map_states(function, *parts) for parts in zip(*states)]
+    return type(first)(*mapped) if hasattr(first, "_fields") else tuple(mapped)
 
 
 def cache_from_layers(config, layers=None, keep_all: bool = False) -> DynamicCache:
@@ -127,12 +165,17 @@ def cache_from_layers(config, layers=None, keep_all: bool = False) -> DynamicCac
         return cache
     for layer, state in zip(cache.layers, layers or []):
         if isinstance(state, RecurrentState):
-            if state.conv is not None:
-                layer.update_conv_state(state.conv)  # a fresh layer takes it as a prefill's: kernel = its last axis
-            if state.recurrent is not None:
-                layer.update_recurrent_state(state.recurrent)
+            for index, (conv, recurrent) in enumerate(zip(*state)):
+                if conv is not None:  # a fresh layer takes it as a prefill's: kernel = its last axis
+                    layer.update_conv_state(conv, state_idx=index)
+                if recurrent is not None:
+                    layer.update_recurrent_state(recurrent, state_idx=index)
         elif state[0] is not None:
             layer.update(*state[:2])
+            if isinstance(state, IndexedState):
+                if state.indexer_keys is not None:
+                    layer.update_indexer(state.indexer_keys[:, 0])
+                set_layer_state(layer, state)  # the indexer's positions
     return cache
 
 

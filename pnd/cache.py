@@ -34,8 +34,8 @@ class PairedCache(DynamicCache):
     def add_prior(self, prior: PriorPrefill) -> None:
         """Append the prior rows (one copy, at prefill) below the conditioned rows already cached."""
         for layer, conditioned, extra in zip(self.layers, layer_states(self), prior.layers):
-            if not isinstance(extra, RecurrentState):  # a sliding-window layer keeps the last slots of the prompt only
-                kept = conditioned[0].shape[2]
+            if not isinstance(extra, RecurrentState) and conditioned[0] is not None:  # a sliding-window layer keeps
+                kept = conditioned[0].shape[2]  # the last slots of the prompt only
                 extra = map_states(lambda t: t[:, :, -kept:], extra)
             set_layer_state(layer, map_states(lambda a, b: torch.cat([a, b.to(a.dtype)]), conditioned, extra))
         self.prior_attends = prior.attends

@@ -30,9 +30,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 import torch
-from ._compat import attention_implementation, has_recurrent_layers, register_sdpa_attention, sdpa_attention_forward
+from ._compat import attention_implementation, register_sdpa_attention, sdpa_attention_forward
 from ._compat import set_attention_implementation
 from .architectures import architecture_for
+from .layers import layer_plan
 from .prior import assemble_prefill, prior_slots
 
 _ATTENTION = "pnd_packed_sdpa"
@@ -61,10 +62,10 @@ register_sdpa_attention(_ATTENTION, split_attention)  # with SDPA's own masks ou
 
 def packs_prior(model, kwargs: dict) -> bool:
     """Whether this prefill call can carry the prior's tokens: SDPA attention over the whole context (no sliding
-    window, no recurrent layer), a causal prompt (no bidirectional visual block), and only the last logits asked for."""
+    window, every layer's kind allows it: `pnd/layers.py`), a causal prompt (no bidirectional visual block), and only the last logits asked for."""
     config = model.config.get_text_config(decoder=True)
     return (attention_implementation(config) in ("sdpa", _ATTENTION) and getattr(config, "sliding_window", None) is None
-            and architecture_for(model).causal_prompt and not has_recurrent_layers(config)
+            and architecture_for(model).causal_prompt and layer_plan(config).packs
             and kwargs.get("logits_to_keep") == 1 and not any(kwargs.get(k) for k in _OUTPUT_OPTIONS))
 
 

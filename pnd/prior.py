@@ -23,9 +23,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ._compat import RecurrentState, cache_from_layers, encode_visual_inputs, has_recurrent_layers, layer_states
+from ._compat import RecurrentState, cache_from_layers, encode_visual_inputs, layer_states, map_states
 from ._compat import recurrent_layer_types
 from .architectures import Architecture, architecture_for
+from .layers import layer_plan
 
 
 @dataclass
@@ -33,7 +34,7 @@ class PriorPrefill:
     """The prior rows after the prompt: next-token logits, KV per layer, and how to extend them."""
 
     logits: torch.Tensor  # (batch, vocab) logits for the first generated token
-    layers: list  # per layer (keys, values) of the full prompt length, or a recurrent layer's RecurrentState
+    layers: list  # per layer its states (`_compat.layer_states`), per-slot ones of the full prompt length
     attends: torch.Tensor  # (batch, prompt_len) bool: prompt slots the prior rows may attend to
     position_offset: torch.Tensor  # cond positions minus prior positions of generated tokens
 
@@ -93,14 +94,18 @@ class PriorSlots:
     index: torch.Tensor  # (batch, P) slots of the computed tokens, each row left-padded to P, order kept
     computed: torch.Tensor  # (batch, P) bool: False on that padding
     positions: torch.Tensor  # position ids of the computed tokens, shaped like the prompt's position ids
+    targets: torch.Tensor  # (batch, P) the prior rows' slots of the computed tokens: `index`, or the last P slots
+    attends: torch.Tensor  # (batch, L) bool: the slots the prior rows see (`text`, or the last P where computed)
 
 
 def prior_slots(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-                mode: str = "masked", reuse: bool = True) -> PriorSlots:
+                mode: str = "masked", reuse: bool = True, compact: bool = False) -> PriorSlots:
     """The prior's slots for a prompt ("masked": original positions; "text": renumbered), with docs/design.md §3.7's errors.
 
     With `reuse`, the text before a row's first visual token is not computed: it sees the same tokens at
-    the same positions in both passes, so its keys/values are the conditioned pass's.
+    the same positions in both passes, so its keys/values are the conditioned pass's. With `compact` (`LayerPlan`),
+    the prior rows hold the kept tokens side by side in the prompt's last slots, as a left-padded batch of the
+    kept tokens alone; their position ids stay those of the conditioned pass.
     """
     length = input_ids.shape[1]
     architecture = architecture_for(model)
@@ -118,7 +123,12 @@ def prior_slots(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, po
     else:
         positions = gather_positions(position_ids, index)
     prefix = int(first_visual.max()) if reuse else 0
-    return PriorSlots(text, reused, prefix, index, computed.gather(1, index), positions)
+    computed = computed.gather(1, index)
+    if not compact:
+        return PriorSlots(text, reused, prefix, index, computed, positions, targets=index, attends=text)
+    targets = torch.arange(length - n_computed, length, device=index.device).expand_as(index)
+    attends = torch.cat([torch.zeros_like(text[:, : length - n_computed]), computed], 1)
+    return PriorSlots(text, reused, prefix, index, computed, positions, targets=targets, attends=attends)
 
 
 def lay_out_prior(slots: PriorSlots, states: torch.Tensor, computed_from: int) -> torch.Tensor:
@@ -126,7 +136,7 @@ def lay_out_prior(slots: PriorSlots, states: torch.Tensor, computed_from: int) -
     computed tokens from `computed_from` on; visual and padding slots are zero."""
     batch, length = slots.text.shape
     laid_out = states.new_zeros(batch, states.shape[1], length, states.shape[-1])
-    target = slots.index[:, None, :, None].expand(-1, states.shape[1], -1, states.shape[-1])
+    target = slots.targets[:, None, :, None].expand(-1, states.shape[1], -1, states.shape[-1])
     computed = states[:, :, computed_from:].where(slots.computed[:, None, :, None], 0)  # padding entries: zeros
     laid_out.scatter_(2, target, computed)
     # after the scatter: a row's padding entries point at slots it does not compute, reused ones among them
@@ -137,12 +147,12 @@ def lay_out_prior(slots: PriorSlots, states: torch.Tensor, computed_from: int) -
 
 def assemble_prefill(slots: PriorSlots, logits: torch.Tensor, layers, position_ids: torch.Tensor,
                   computed_from: int) -> PriorPrefill:
-    """The `PriorPrefill` of per-layer states: (keys, values) laid out by `lay_out_prior`, recurrent states as
-    they are (after the last computed token)."""
+    """The `PriorPrefill` of per-layer states: per-slot ones laid out by `lay_out_prior`, recurrent states as they
+    are (after the last computed token)."""
     laid_out = [layer if isinstance(layer, RecurrentState) else
-                tuple(lay_out_prior(slots, states, computed_from) for states in layer) for layer in layers]
+                map_states(lambda states: lay_out_prior(slots, states, computed_from), layer) for layer in layers]
     offset = position_ids[..., -1] - slots.positions[..., -1]
-    return PriorPrefill(logits=logits, layers=laid_out, attends=slots.text, position_offset=offset)
+    return PriorPrefill(logits=logits, layers=laid_out, attends=slots.attends, position_offset=offset)
 
 
 def masked_prefill(
@@ -157,7 +167,8 @@ def masked_prefill(
 
     `shared` is the conditioned pass's per-layer (keys, values) for the same prompt: the text before
     each row's first visual token is copied from it, and only the text after it is computed. A model with
-    recurrent layers ignores it and computes every kept token (see the module's docstring).
+    layer that sees the kept tokens only (`pnd/layers.py`: recurrent, indexed) ignores it and computes every kept
+    token (see the module's docstring).
     """
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
@@ -166,11 +177,12 @@ def masked_prefill(
     if window is not None and mode == "text":
         raise ValueError(f"prior='text' is not supported on {config.model_type} (sliding-window attention): use the "
                          "default prior='masked'.")
-    # no reuse through recurrent layers (their state sums up the whole prompt), nor from sliding-window layers that
-    # hold the window only
-    reuse = shared is not None and not has_recurrent_layers(config) and (
+    plan = layer_plan(config)
+    # no reuse through layers that see the kept tokens only (a recurrent state sums up the whole prompt), nor from
+    # sliding-window layers that hold the window only
+    reuse = shared is not None and not plan.kept_only and (
         window is None or all(keys.shape[2] >= input_ids.shape[1] for keys, _ in shared))
-    slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=reuse)
+    slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=reuse, compact=plan.compact)
     reused_layers = [(k[:, :, : slots.prefix], v[:, :, : slots.prefix]) for k, v in shared] if slots.prefix else None
     # with a sliding window, every layer of this call keeps all its tokens: lay_out_prior needs them
     cache = cache_from_layers(config, reused_layers, keep_all=window is not None)

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from ._compat import (RecurrentState, attention_implementation, cache_from_layers, has_recurrent_layers, layer_states,
                       map_states)
 from .architectures import architecture_for
+from .layers import layer_plan
 from .architectures.reported import bind_processor
 from .prompts import video_prompt
 from .prior import default_position_ids, masked_prefill, sliding_window
@@ -287,7 +288,7 @@ class CaptionScorer:
         """Summed log-probabilities of each caption of `chunk` after the prefix."""
         config = self.model.config.get_text_config(decoder=True)
         if (self.pack_captions and attention_implementation(config) == "sdpa"
-                and getattr(config, "sliding_window", None) is None and not has_recurrent_layers(config)):
+                and getattr(config, "sliding_window", None) is None and layer_plan(config).packs):
             return self._teacher_forced_packed(prefix, chunk)
         logprobs, ids, mask = self._forced_logprobs(prefix, chunk)
         return (logprobs.gather(2, ids[..., None])[..., 0] * mask).sum(1)

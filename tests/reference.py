@@ -30,14 +30,17 @@ QWEN3_VL = (("vision_start_token_id", "vision_end_token_id"),)
 GLM4V = (("image_start_token_id", "image_end_token_id"), ("video_start_token_id", "video_end_token_id"))
 # families whose template wraps the processor's whole expansion in (start, end) token pairs (config attribute names)
 DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "glm4v_moe": GLM4V, "qwen3_5": QWEN3_VL,
-             "qwen3_5_moe": QWEN3_VL, "glm46v": GLM4V, "cosmos3_omni": QWEN3_VL, "cohere_compass": QWEN3_VL}
-RECURRENT_LAYER_TYPES = ("linear_attention", "conv")  # layer_types of recurrent layers (Qwen3.5, LFM2)
+             "qwen3_5_moe": QWEN3_VL, "glm46v": GLM4V, "cosmos3_omni": QWEN3_VL, "cohere_compass": QWEN3_VL,
+             "qwen4_exp": QWEN3_VL}
+# layer_types where masking is not removal: recurrent layers (Qwen3.5, LFM2, Nemotron-H's Mamba-2, GLM-5-next's KDA)
+# and indexed attention (an indexer picks keys before any mask applies: GLM-5-next, Qwen4)
+REMOVED_LAYER_TYPES = ("linear_attention", "conv", "indexed_attention")
 
 
 def is_hybrid(model):
-    """Whether the language model has recurrent layers, read from its config's layer types."""
+    """Whether the prior must run on the kept tokens alone, read from the language model's layer types."""
     layer_types = getattr(model.config.get_text_config(decoder=True), "layer_types", None) or ()
-    return any(t in RECURRENT_LAYER_TYPES for t in layer_types)
+    return any(t in REMOVED_LAYER_TYPES for t in layer_types)
 
 
 # families whose processor writes (start, end) token pairs itself, with one newline token outside each end (Gemma 3:
@@ -87,6 +90,7 @@ TEXT_EXPANDED = {
     "minicpm_ocr": _MINICPMV,
     "step3p7": r"(?:<patch_start>(?:<im_patch>)+<patch_end>(?:<patch_newline>)?)*<im_start>(?:<im_patch>)+<im_end>",
     "minicpmv4_7": _MINICPMV,
+    "glm5_next": r"(?:<\|begin_of_image\|>(?:<\|image\|>)+<\|end_of_image\|>[0-9.]+ seconds)+|(?:<\|image\|>)+",
 }
 
 TEXT_EXPANDED["gemma4_unified"] = TEXT_EXPANDED["gemma4"]

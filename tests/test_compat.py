@@ -91,23 +91,23 @@ def test_recurrent_layer_states_round_trip_through_a_cache():
     config = pnd.testing.tiny_model("qwen3_5")[0].config.get_text_config(decoder=True)
     assert _compat.has_recurrent_layers(config)
     assert not _compat.has_recurrent_layers(pnd.testing.tiny_model("llava")[0].config.get_text_config(decoder=True))
-    recurrent = lambda: _compat.RecurrentState(torch.randn(2, 8, 4), torch.randn(2, 4, 16, 16))  # noqa: E731
+    recurrent = lambda: _compat.RecurrentState((torch.randn(2, 8, 4),), (torch.randn(2, 4, 16, 16),))  # noqa: E731
     states = [recurrent(), (torch.randn(2, 2, 5, 16), torch.randn(2, 2, 5, 16)), recurrent()]
     assert config.layer_types == ["linear_attention", "full_attention", "linear_attention"]
     cache = _compat.cache_from_layers(config, states)
     assert cache.get_seq_length() == 5 and cache.has_previous_state(0)
-    torch.testing.assert_close(cache.get_conv_state(0), states[0].conv, rtol=0, atol=0)
-    torch.testing.assert_close(cache.get_recurrent_state(2), states[2].recurrent, rtol=0, atol=0)
-    states[0].conv.zero_()  # a copy: the model updates the cache's states in place
+    torch.testing.assert_close(cache.get_conv_state(0), states[0].conv[0], rtol=0, atol=0)
+    torch.testing.assert_close(cache.get_recurrent_state(2), states[2].recurrent[0], rtol=0, atol=0)
+    states[0].conv[0].zero_()  # a copy: the model updates the cache's states in place
     assert cache.get_conv_state(0).abs().sum() > 0
     read = _compat.layer_states(cache)
-    assert isinstance(read[0], _compat.RecurrentState) and torch.equal(read[2].recurrent, states[2].recurrent)
+    assert isinstance(read[0], _compat.RecurrentState) and torch.equal(read[2].recurrent[0], states[2].recurrent[0])
     assert torch.equal(read[1][0], states[1][0]) and torch.equal(read[1][1], states[1][1])
     replaced = recurrent()
     _compat.set_layer_state(cache.layers[2], replaced)
-    assert cache.get_conv_state(2) is replaced.conv and cache.get_recurrent_state(2) is replaced.recurrent
+    assert cache.get_conv_state(2) is replaced.conv[0] and cache.get_recurrent_state(2) is replaced.recurrent[0]
     halves = _compat.map_states(lambda t: t[:1], _compat.layer_states(cache)[2])
-    assert isinstance(halves, _compat.RecurrentState) and halves.recurrent.shape[0] == 1
+    assert isinstance(halves, _compat.RecurrentState) and halves.recurrent[0].shape[0] == 1
 
 
 def test_conv_only_recurrent_layer_states_round_trip_through_a_cache():
@@ -115,17 +115,36 @@ def test_conv_only_recurrent_layer_states_round_trip_through_a_cache():
     state stays None (no tensor made up for it)."""
     config = pnd.testing.tiny_model("lfm2_vl")[0].config.get_text_config(decoder=True)
     assert config.layer_types == ["conv", "full_attention", "conv"] and _compat.has_recurrent_layers(config)
-    conv = lambda: _compat.RecurrentState(torch.randn(2, 64, config.conv_L_cache), None)  # noqa: E731
+    conv = lambda: _compat.RecurrentState((torch.randn(2, 64, config.conv_L_cache),), (None,))  # noqa: E731
     states = [conv(), (torch.randn(2, 2, 5, 16), torch.randn(2, 2, 5, 16)), conv()]
     cache = _compat.cache_from_layers(config, states)
     assert cache.get_seq_length() == 5
-    torch.testing.assert_close(cache.get_conv_state(2), states[2].conv, rtol=0, atol=0)
+    torch.testing.assert_close(cache.get_conv_state(2), states[2].conv[0], rtol=0, atol=0)
     read = _compat.layer_states(cache)
-    assert isinstance(read[0], _compat.RecurrentState) and read[0].recurrent is None
+    assert isinstance(read[0], _compat.RecurrentState) and read[0].recurrent == (None,)
     halves = _compat.map_states(lambda t: t[1:], read[0])
-    assert torch.equal(halves.conv, states[0].conv[1:]) and halves.recurrent is None
+    assert torch.equal(halves.conv[0], states[0].conv[0][1:]) and halves.recurrent == (None,)
     _compat.set_layer_state(cache.layers[0], halves)
-    assert cache.get_conv_state(0) is halves.conv
+    assert cache.get_conv_state(0) is halves.conv[0]
+
+
+def test_multi_state_and_indexed_layer_states_round_trip_through_a_cache():
+    """Qwen4: three states per recurrent layer (Gated DeltaNet's, then its n-gram embeddings' convolution and last
+    token ids) and an indexed layer (keys, values, indexer keys, and the indexer's (3, batch, slots) position ids):
+    `layer_states` reads them in the layout slot operations share, `cache_from_layers` puts them back."""
+    model, processor = pnd.testing.tiny_model("qwen4_exp")
+    inputs = pnd.testing.tiny_inputs(processor, "qwen4_exp")
+    with torch.no_grad():
+        cache = model(**inputs, use_cache=True).past_key_values
+    read = _compat.layer_states(cache)
+    recurrent, indexed = read[0], read[1]
+    assert len(recurrent.conv) == 3 and recurrent.recurrent[1] is None
+    slots = indexed.keys.shape[2]
+    assert indexed.indexer_keys.shape[:3] == (1, 1, slots) and indexed.indexer_positions.shape == (1, 3, slots, 1)
+    copied = _compat.layer_states(_compat.cache_from_layers(model.config.get_text_config(decoder=True), read))
+    for mine, theirs in zip(read, copied):
+        _compat.map_states(lambda a, b: torch.testing.assert_close(a, b, rtol=0, atol=0), mine, theirs)
+    assert torch.equal(indexed.indexer_positions[..., 0].transpose(0, 1), cache.layers[1].indexer_position_ids)
 
 
 def test_attention_implementation_follows_the_public_switch():

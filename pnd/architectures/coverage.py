@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 
-from .._compat import has_recurrent_layers
+from ..layers import layer_plan
 from .refused import REFUSED
 from .registry import _REGISTRY, Architecture, registered
 
@@ -44,8 +44,8 @@ def prefill_path(architecture: Architecture, model_type: str) -> str:
     """How the prior's prefill runs with the family's default config (docs/design.md §4)."""
     from transformers import AutoConfig
 
-    if has_recurrent_layers(AutoConfig.for_model(model_type).get_text_config(decoder=True)):
-        return "own call on the kept tokens (recurrent layers)"
+    if layer_plan(AutoConfig.for_model(model_type).get_text_config(decoder=True)).kept_only:
+        return "own call on the kept tokens (recurrent or indexed layers)"
     if not architecture.causal_prompt:
         return "own call (bidirectional visual blocks)"
     return "packed into the conditioned prefill (own call on the kept tokens where a checkpoint's layers are recurrent)"

@@ -18,6 +18,9 @@ code. What their processors write besides placeholders (transformers 5.23):
   the global view.
 - HunYuan-VL: image tokens only (begin, row newlines and end are the merger's embeddings at image-token slots);
   4-axis xD-RoPE positions from `mm_token_type_ids`.
+- GLM-5-next: GLM-4.6V's per-frame `<|begin_of_image|>…<|end_of_image|>` then `t seconds`; a NoPE language model of
+  KDA linear attention and indexed sparse attention, so the prior's prefill runs the kept tokens alone
+  (`pnd/layers.py`).
 - Qwen3-Omni thinker: `<|image_pad|>` / `<|video_pad|>` tokens inside the template's vision start/end pair; M-RoPE
   positions with a time stride from `video_second_per_grid`.
 
@@ -58,3 +61,6 @@ HUNYUAN_VL = register(MRoPEArchitecture(name="HunYuan-VL", model_types=("hunyuan
                                         token_inputs=("mm_token_type_ids",), reported=True))
 QWEN3_OMNI = register(MRoPEArchitecture(name="Qwen3-Omni (thinker)", model_types=("qwen3_omni_moe_thinker",),
                                         pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
+GLM5_NEXT = register(Architecture(name="GLM-5-next", model_types=("glm5_next",),
+                                  pixel_keys=("pixel_values", "pixel_values_videos"),
+                                  token_inputs=("mm_token_type_ids",), reported=True))

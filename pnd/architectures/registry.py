@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from .._compat import position_ids_for_generation
+from ..layers import layer_plan
 from .refused import REFUSED
 from .reported import bound_processor, recalled_expansion
 
@@ -152,4 +153,5 @@ def architecture_for(model) -> Architecture:
             f"Supported model types: {', '.join(supported_model_types())}. "
             "Load one of these with its *ForConditionalGeneration class, or add an adapter in pnd/architectures/."
         )
+    layer_plan(model.config.get_text_config(decoder=True))  # a layer type pnd has no rule for: refused, named
     return _REGISTRY[model_type]

@@ -5,18 +5,27 @@ from __future__ import annotations
 
 import torch
 
+_SPECIALS = ["<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|image|>", "<|video|>"]
+
+
+def glm_tokenizer():
+    """The tiny tokenizer of the GLM-4.6V-format families (GLM-4.6V, GLM-5-next), its special tokens' config ids, and
+    the chat template: an image is `<|begin_of_image|><|image|><|end_of_image|>`, a video the same around `<|video|>`."""
+    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+
+    tokenizer = tiny_tokenizer(_SPECIALS, corpus=("0.0 seconds 0.5 seconds 1.0 seconds 1.5 seconds",))
+    ids = dict(zip(("image_start_token_id", "image_end_token_id", "video_start_token_id", "video_end_token_id",
+                    "image_token_id", "video_token_id"), tokenizer.convert_tokens_to_ids(_SPECIALS)))
+    template = _CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|begin_of_image|><|image|><|end_of_image|>").replace(
+        "{{ video_placeholder }}", "<|begin_of_video|><|video|><|end_of_video|>")
+    return tokenizer, ids, template
+
 
 def build(seed: int):
     from transformers import Glm46VConfig, Glm46VForConditionalGeneration, Glm46VImageProcessor, Glm46VProcessor
     from transformers import Glm46VVideoProcessor
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
-
-    specials = ["<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|image|>",
-                "<|video|>"]
-    tokenizer = tiny_tokenizer(specials, corpus=("0.0 seconds 0.5 seconds 1.0 seconds 1.5 seconds",))
-    ids = dict(zip(("image_start_token_id", "image_end_token_id", "video_start_token_id", "video_end_token_id",
-                    "image_token_id", "video_token_id"), tokenizer.convert_tokens_to_ids(specials)))
+    tokenizer, ids, template = glm_tokenizer()
     config = Glm46VConfig(
         text_config=dict(
             model_type="glm4v_text", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
@@ -42,7 +51,6 @@ def build(seed: int):
         image_processor=Glm46VImageProcessor(size=image_size),
         video_processor=Glm46VVideoProcessor(size=video_size, do_sample_frames=False),
         tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|begin_of_image|><|image|><|end_of_image|>")
-        .replace("{{ video_placeholder }}", "<|begin_of_video|><|video|><|end_of_video|>"),
+        chat_template=template,
     )
     return model, processor
