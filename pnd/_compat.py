@@ -97,13 +97,6 @@ def has_recurrent_layers(config) -> bool:
     return any(isinstance(layer, LinearAttentionCacheLayerMixin) for layer in DynamicCache(config=config).layers)
 
 
-def recurrent_layer_types(config) -> set:
-    """The `layer_types` of the (text) config's recurrent layers, e.g. LFM2's and LFM3's "conv"."""
-    layers = DynamicCache(config=config).layers
-    return {kind for kind, layer in zip(cache_layer_types(config), layers)
-            if isinstance(layer, LinearAttentionCacheLayerMixin)}
-
-
 def layer_states(cache) -> list:
     """Per layer of `cache`: (keys, values) for an attention layer (None, None for one without a cache of its own), an
     `IndexedState` for an indexed one, a `RecurrentState` for a recurrent one."""
@@ -134,10 +127,15 @@ def set_layer_state(layer, state) -> None:
     elif isinstance(state, IndexedState):
         layer.keys, layer.values = state.keys, state.values
         layer.indexer_keys = None if state.indexer_keys is None else state.indexer_keys[:, 0]
-        positions = state.indexer_positions
-        layer.indexer_position_ids = None if positions is None else positions[..., 0].transpose(0, 1)
+        layer.indexer_position_ids = _indexer_position_ids(state)
     else:
         layer.keys, layer.values = state
+
+
+def _indexer_position_ids(state: IndexedState) -> torch.Tensor | None:
+    """The (dims, batch, slots) indexer position ids of an indexed layer holding `state`."""
+    positions = state.indexer_positions
+    return None if positions is None else positions[..., 0].transpose(0, 1)
 
 
 def map_states(function, *states):
@@ -175,7 +173,7 @@ def cache_from_layers(config, layers=None, keep_all: bool = False) -> DynamicCac
             if isinstance(state, IndexedState):
                 if state.indexer_keys is not None:
                     layer.update_indexer(state.indexer_keys[:, 0])
-                set_layer_state(layer, state)  # the indexer's positions
+                layer.indexer_position_ids = _indexer_position_ids(state)
     return cache
 
 

@@ -62,7 +62,8 @@ register_sdpa_attention(_ATTENTION, split_attention)  # with SDPA's own masks ou
 
 def packs_prior(model, kwargs: dict) -> bool:
     """Whether this prefill call can carry the prior's tokens: SDPA attention over the whole context (no sliding
-    window, every layer's kind allows it: `pnd/layers.py`), a causal prompt (no bidirectional visual block), and only the last logits asked for."""
+    window, every layer's kind allows it: `pnd/layers.py`), a causal prompt (no bidirectional visual block), and only
+    the last logits asked for."""
     config = model.config.get_text_config(decoder=True)
     return (attention_implementation(config) in ("sdpa", _ATTENTION) and getattr(config, "sliding_window", None) is None
             and architecture_for(model).causal_prompt and layer_plan(config).packs

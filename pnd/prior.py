@@ -4,9 +4,10 @@ The masked prior never needs pixels or the vision tower: its prefill runs the la
 text tokens only, with the position ids they have in the conditioned pass, and lays the result out in a
 KV-cache of the conditioned pass's length (visual slots zero and masked). Text before the first visual
 token is the same in both passes: its keys/values are copied from the conditioned pass, not recomputed.
-A model with recurrent layers (Qwen3.5, LFM2) runs every kept token through every layer instead: its recurrent
-states after the text before the video are not in the conditioned cache, which holds them after the whole
-prompt; the prior rows keep the recurrent states at the end of the kept tokens.
+A model with layers that see the kept tokens only (`pnd/layers.py`: recurrent layers, e.g. Qwen3.5, LFM2; indexed
+attention, e.g. Qwen4) runs every kept token through every layer instead: its recurrent states after the text before
+the video are not in the conditioned cache, which holds them after the whole prompt; the prior rows keep the
+recurrent states at the end of the kept tokens.
 
 Example:
     >>> import pnd, torch
@@ -24,9 +25,8 @@ from dataclasses import dataclass
 import torch
 
 from ._compat import RecurrentState, cache_from_layers, encode_visual_inputs, layer_states, map_states
-from ._compat import recurrent_layer_types
 from .architectures import Architecture, architecture_for
-from .layers import layer_plan
+from .layers import LAYER_KINDS, layer_plan
 
 
 @dataclass
@@ -166,7 +166,7 @@ def masked_prefill(
     """Prefill the prior rows on the text tokens alone, in one language-model call of their own.
 
     `shared` is the conditioned pass's per-layer (keys, values) for the same prompt: the text before
-    each row's first visual token is copied from it, and only the text after it is computed. A model with
+    each row's first visual token is copied from it, and only the text after it is computed. A model with a
     layer that sees the kept tokens only (`pnd/layers.py`: recurrent, indexed) ignores it and computes every kept
     token (see the module's docstring).
     """
@@ -245,8 +245,10 @@ def window_masks(config, slots: PriorSlots, attended: torch.Tensor, window: int,
     types = getattr(config, "layer_types", None)
     if types is None:
         return sliding
-    recurrent = recurrent_layer_types(config)  # LFM3's short convolutions: the 2-D padding mask of the call
-    return {kind: attended.long() if kind in recurrent else sliding if kind == "sliding_attention" else full
+    def kept_only(kind):  # LFM3's short convolutions: the 2-D padding mask of the call
+        return kind in LAYER_KINDS and LAYER_KINDS[kind].prior == "kept"
+
+    return {kind: attended.long() if kept_only(kind) else sliding if kind == "sliding_attention" else full
             for kind in set(types)}
 
 

@@ -9,6 +9,8 @@ GLM-5-next differs from its uncached forward (by up to 0.1 in a logit, plain `ge
 where a key pool of its indexer completes), so a from-scratch reference cannot check it to 1e-4.
 """
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -34,7 +36,8 @@ def test_an_unknown_layer_type_is_refused_with_its_name():
     model, processor = tiny_model("qwen3_5")
     config = model.config.get_text_config(decoder=True)
     config.layer_types = [config.layer_types[0], "quantum_attention", *config.layer_types[2:]]  # a future layer type
-    with pytest.raises(ValueError, match=r"layer type 'quantum_attention' \(layer 1 of qwen3_5_text\): pnd has no rule"):
+    refusal = r"layer type 'quantum_attention' \(layer 1 of qwen3_5_text\): pnd has no rule"
+    with pytest.raises(ValueError, match=refusal):
         pnd.attach(model, processor)
 
 
@@ -98,7 +101,7 @@ def test_glm5_next_indexed_layers_fail_with_the_prior_in_the_prompts_slots(monke
     model, processor = tiny_model("glm5_next")
     inputs = tiny_inputs(processor, "glm5_next", PROMPTS)
     tokens, scores = _cached_reference(model, inputs, 0.7, STEPS, banned=[model.generation_config.eos_token_id])
-    masked = LAYER_KINDS["indexed_attention"].__class__(prior="mask", state="indexed", packs=False, static=False)
+    masked = dataclasses.replace(LAYER_KINDS["indexed_attention"], prior="mask", compact=False)
     monkeypatch.setitem(LAYER_KINDS, "indexed_attention", masked)
     out = _normalized_greedy(model, processor, inputs)
     gap = max(float((got - want)[torch.isfinite(got)].abs().max()) for got, want in zip(out.scores, scores))

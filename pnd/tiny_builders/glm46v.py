@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import torch
 
-_SPECIALS = ["<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|image|>", "<|video|>"]
+_SPECIALS = ["<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|image|>",
+             "<|video|>"]
 
 
 def glm_tokenizer():
     """The tiny tokenizer of the GLM-4.6V-format families (GLM-4.6V, GLM-5-next), its special tokens' config ids, and
-    the chat template: an image is `<|begin_of_image|><|image|><|end_of_image|>`, a video the same around `<|video|>`."""
+    the chat template: an image is `<|begin_of_image|><|image|><|end_of_image|>`, a video the same around
+    `<|video|>`."""
     from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(_SPECIALS, corpus=("0.0 seconds 0.5 seconds 1.0 seconds 1.5 seconds",))
