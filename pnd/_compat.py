@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import torch
@@ -25,7 +26,7 @@ TRANSFORMERS_CHECKED = ">=5.23,<5.24"  # the releases these calls were read and 
 __all__ = ["TRANSFORMERS_CHECKED", "IndexedState", "RecurrentState", "attention_implementation", "cache_from_layers",
            "cache_layer_types", "compiled_forward",
            "compiles_decoding", "encode_visual_inputs", "generation_config", "has_recurrent_layers", "layer_states",
-           "map_states", "position_ids_for_generation", "register_sdpa_attention", "sdpa_attention_forward",
+           "map_states", "position_ids_for_generation", "register_sdpa_attention", "repair_video_features", "sdpa_attention_forward",
            "set_attention_implementation", "set_layer_state"]
 
 
@@ -48,6 +49,24 @@ def encode_visual_inputs(model, generate_kwargs: dict, expand_size: int = 1):
     if expand_size > 1:
         encoded = model._expand_multimodal_outputs(generate_kwargs["input_ids"], encoded, expand_size=expand_size)
     return encoded
+
+
+def _video_features_as_tuple(model, pixel_values_videos, **kwargs):  # generate passes what this signature names
+    outputs = type(model).get_video_features(model, pixel_values_videos, **kwargs)
+    outputs.pooler_output = tuple(outputs.pooler_output)
+    return outputs
+
+
+def repair_video_features(model) -> None:
+    """Make `model.get_video_features` return its pooled features as a tuple (idempotent).
+
+    transformers 5.23's Nemotron-H Omni `forward` does `torch.cat(video_outputs.pooler_output)` on the one tensor
+    that its `get_video_features` returns, so every call with a video fails, plain `generate` included. The repair is
+    an instance attribute (a `functools.partial`, so the model still copies and pickles); a fixed release returns a
+    tuple already, which the repair leaves as it is.
+    """
+    if "get_video_features" not in vars(model):
+        model.get_video_features = functools.partial(_video_features_as_tuple, model)
 
 
 def compiles_decoding(model, config) -> bool:

@@ -39,7 +39,11 @@ def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float
     """
     for video in videos:
         check_frames(video)
-    architecture_for(model).check_video_batch(videos)
+    architecture = architecture_for(model)
+    if architecture.one_video_per_call and len(videos) > 1:
+        return [caption for video in videos
+                for caption in generate_captions(model, processor, [video], alpha, prompt, plausibility, max_new_tokens)]
+    architecture.check_video_batch(videos)
     inputs = processor(text=[video_prompt(processor, prompt)] * len(videos), videos=list(videos),
                        return_tensors="pt", padding=True).to(model.device)
     processors = [] if alpha is None else [PriorNormalized(alpha, plausibility=plausibility)]

@@ -119,6 +119,7 @@ def attach(model, processor=None, *, prefill: str = "auto"):
         return model
     replaced = {name: vars(model)[name] for name in ("forward", "generate") if name in vars(model)}
     attachment = Attachment(architecture_for(model), model.forward, model.generate, replaced, prefill)
+    attachment.architecture.prepare(model)
 
     @functools.wraps(attachment.forward)
     def forward(*args, **kwargs):

@@ -199,6 +199,13 @@ def masked_prefill(
                             computed_from=slots.prefix)
 
 
+def output_embeddings(model) -> torch.nn.Module:
+    """The layer that maps hidden states to logits: the model's output embeddings, or its language model's where the
+    top model has none (Nemotron-H Omni leaves its logits to `model.language_model`)."""
+    head = model.get_output_embeddings()
+    return head if head is not None else model.language_model.get_output_embeddings()
+
+
 def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     """The model's logits for last hidden states, with its final scaling: Granite's `logits_scaling` divisor, Muse
     Glimmer's `output_multiplier`, Gemma's `final_logit_softcapping`."""
@@ -207,7 +214,7 @@ def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     def setting(name: str):  # the first config that sets `name` (top-level or text)
         return next((getattr(c, name) for c in configs if getattr(c, name, None)), None)
 
-    logits = model.get_output_embeddings()(hidden)
+    logits = output_embeddings(model)(hidden)
     if scaling := setting("logits_scaling"):
         logits = logits / scaling
     if multiplier := setting("output_multiplier"):  # Muse Glimmer: logits * output_multiplier, then the softcap

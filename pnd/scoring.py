@@ -93,7 +93,7 @@ class CaptionScorer:
             raise ValueError(f"modality must be 'video' or 'image', got {modality!r}.")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
-        architecture_for(model)
+        architecture_for(model).prepare(model)
         bind_processor(model, processor)
         self.model, self.processor = model, processor
         self.alpha, self.reduction, self.prior_mode = real_number(alpha), reduction, prior

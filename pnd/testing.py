@@ -18,6 +18,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from .architectures.reported import bind_processor
+from .prior import output_embeddings
 from .prompts import video_prompt
 
 _CORPUS = (
@@ -91,8 +92,10 @@ def _scale_attention(model: torch.nn.Module, factor: float) -> None:
             if "language_model" in name and name.endswith("q_b_proj.weight"):  # MLA (Kimi K2.5): queries only
                 param.mul_(factor * factor)
             # LFM2's short convolutions, y = C * conv(B * x): scaling the input projection (B, C, x) and the kernel makes
-            # the convolution matter, so that a state carried across the removed span changes the tokens too
-            if "language_model" in name and name.endswith(("conv.in_proj.weight", "conv.conv.weight")):
+            # the convolution matter, so that a state carried across the removed span changes the tokens too; the same
+            # for Mamba-2's input projection and convolution (Nemotron-H)
+            if "language_model" in name and name.endswith(("conv.in_proj.weight", "conv.conv.weight",
+                                                           "mixer.in_proj.weight", "mixer.conv1d.weight")):
                 param.mul_(factor)
         # q/k RMSNorms right after the projections (Qwen3-VL, Qwen3.5, Gemma 3, LFM2) undo that scaling: scale their gain
         for name, module in model.named_modules():
@@ -104,7 +107,7 @@ def _scale_attention(model: torch.nn.Module, factor: float) -> None:
                     module.weight.mul_(factor)  # gain = weight (ones at init)
                 else:
                     module.weight.fill_(factor - 1)  # gain = 1 + weight (zeros at init)
-        model.get_output_embeddings().weight.mul_(factor)
+        output_embeddings(model).weight.mul_(factor)
 
 
 def _llava_onevision(seed: int, **text):
@@ -633,11 +636,12 @@ _BUILDERS = {
 # families added through the generic expansion finder: builders in pnd/tiny_builders/<model type>.py
 FINDER_VIDEO_ARCHITECTURES = ("gemma4", "gemma4_unified", "glm46v", "cosmos3_edge", "cosmos3_omni", "cohere_compass",
                               "ernie4_5_vl_moe", "qwen3_omni_moe_thinker", "kimi_k25", "muse_glimmer", "lfm3_vl",
-                              "minicpm_ocr", "qwen4_exp")
+                              "minicpm_ocr", "qwen4_exp", "nemotron_h_omni")
 FINDER_IMAGE_ARCHITECTURES = ("mistral3", "idefics3", "step3p7", "hunyuan_vl", "granite4_vision")
 # families whose transformers decoding with a cache differs from its uncached forward, so that a from-scratch reference
 # cannot check them (tests/test_layer_kinds.py checks them against a reference decoding with transformers' own cache)
 CACHE_DRIFTING_ARCHITECTURES = ("glm5_next",)
+ONE_VIDEO_PER_CALL = ("nemotron_h_omni",)  # processors that take one video per call: `tiny_inputs` batches by hand
 TINY_ARCHITECTURES = (*_BUILDERS, *FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
                        "perception_lm", "qwen3_5", "qwen3_5_moe", "internvl", "smolvlm", "video_llama_3", "minicpmv4_6",
@@ -704,4 +708,32 @@ def tiny_inputs(processor, model_type: str, prompts=("Describe the video.",), se
     visuals = [random_video(seed + i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]
     if kind == "image":
         return processor(text=texts, images=[[v[0]] for v in visuals], return_tensors="pt", padding=True)  # per prompt
+    if model_type in ONE_VIDEO_PER_CALL:
+        return left_padded([processor(text=[t], videos=[v], return_tensors="pt") for t, v in zip(texts, visuals)],
+                           processor.tokenizer.pad_token_id)
     return processor(text=texts, videos=visuals, return_tensors="pt", padding=True)
+
+
+def left_padded(rows: list, pad_token_id: int):
+    """One batch of single-prompt processor outputs: token inputs left-padded, the rest (pixels) concatenated, as a user
+    batches a processor that takes one video per call (Nemotron-H Omni).
+
+    Example:
+        >>> from transformers import BatchFeature
+        >>> rows = [BatchFeature({"input_ids": torch.tensor([[5, 6]]), "attention_mask": torch.tensor([[1, 1]])}),
+        ...         BatchFeature({"input_ids": torch.tensor([[7]]), "attention_mask": torch.tensor([[1]])})]
+        >>> left_padded(rows, 0)["input_ids"].tolist()
+        [[5, 6], [0, 7]]
+    """
+    from transformers import BatchFeature
+
+    width = max(row["input_ids"].shape[1] for row in rows)
+
+    def pad(row, key, value):
+        return torch.nn.functional.pad(row[key], (width - row[key].shape[1], 0), value=value)
+
+    batch = {"input_ids": torch.cat([pad(row, "input_ids", pad_token_id) for row in rows]),
+             "attention_mask": torch.cat([pad(row, "attention_mask", 0) for row in rows])}
+    for key in rows[0].keys() - batch.keys():
+        batch[key] = torch.cat([row[key] for row in rows])
+    return BatchFeature(batch)

@@ -18,7 +18,7 @@ import torch
 
 PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw",
               "image_token_pooling", "image_grids", "image_num_crops", "video_token_pooling", "video_grids",
-              "image_merge_sizes", "video_merge_sizes", "video_compression_mask", "target_sizes",
+              "image_grid_hw", "image_merge_sizes", "video_merge_sizes", "video_compression_mask", "target_sizes",
               "target_sizes_videos", "pixel_attention_mask", "spatial_shapes", "pixel_values_local", "num_local_patches",
               "num_frames_per_video", "image_position_ids", "video_position_ids")
 # per-token inputs (0 = text): visual blocks that attend bidirectionally (Gemma 3 and 4, Molmo2), MoE routing of visual
@@ -61,6 +61,9 @@ _MINICPMV_PADS = r"(?:<\|image_pad\|>|<\|video_pad\|>)+"
 _MINICPMV_SLICES = rf"<slice>{_MINICPMV_PADS}</slice>"
 _MINICPMV = (rf"(?:<image_id>[0-9]+</image_id>)?(?:<image>{_MINICPMV_PADS}</image>"
              rf"(?:(?:{_MINICPMV_SLICES})+(?:\n(?:{_MINICPMV_SLICES})+)*)?)+")
+# Nemotron-H Omni: per pair of frames `Frame 1 and frame 2: <img>…</img>` (timestamps when given), on lines of their own
+_NEMOTRON_TUBELET = r"Frame [0-9]+(?: sampled at [0-9.]+ seconds)?(?: and frame [0-9]+(?: sampled at [0-9.]+ seconds)?)*: " \
+                    r"<img>(?:<image>)+</img>"
 _SECONDS_FRAMES = r"(?:<[0-9.]+ seconds><\|vision_start\|>(?:<\|video_pad\|>)+<\|vision_end\|>)+|(?:<\|image_pad\|>)+"
 TEXT_EXPANDED = {
     "internvl": rf"Frame1: {_INTERNVL_FRAME}(?:\nFrame[0-9]+: {_INTERNVL_FRAME})*|{_INTERNVL_FRAME}",
@@ -90,6 +93,7 @@ TEXT_EXPANDED = {
     "minicpm_ocr": _MINICPMV,
     "step3p7": r"(?:<patch_start>(?:<im_patch>)+<patch_end>(?:<patch_newline>)?)*<im_start>(?:<im_patch>)+<im_end>",
     "minicpmv4_7": _MINICPMV,
+    "nemotron_h_omni": rf"{_NEMOTRON_TUBELET}(?:\n{_NEMOTRON_TUBELET})*|<img>(?:<image>)+</img>",
     "glm5_next": r"(?:<\|begin_of_image\|>(?:<\|image\|>)+<\|end_of_image\|>[0-9.]+ seconds)+|(?:<\|image\|>)+",
 }
 
@@ -194,8 +198,9 @@ def processor_expansion(processor, text, **visuals):
 def conditioned_positions(model, input_ids, mask, inputs):
     """Position ids the model gives this sequence: cumsum of the mask, or Qwen2-VL's M-RoPE index (MiniCPM-V 4.7:
     its canvas M-RoPE index)."""
-    if hasattr(model.model, "get_rope_index"):
-        accepted = inspect.signature(model.model.get_rope_index).parameters
+    base = getattr(model, "model", None)  # Nemotron-H Omni has none (1-D positions)
+    if hasattr(base, "get_rope_index"):
+        accepted = inspect.signature(base.get_rope_index).parameters
         grids = {k: inputs[k] for k in ("image_grid_thw", "video_grid_thw", "target_sizes", "target_sizes_videos")
                  if k in inputs and k in accepted}
         if "mm_token_type_ids" in accepted:
@@ -203,7 +208,7 @@ def conditioned_positions(model, input_ids, mask, inputs):
             grids["mm_token_type_ids"] = torch.cat([mm, mm.new_zeros(mm.shape[0], input_ids.shape[1] - mm.shape[1])], 1)
         if "second_per_grids" in accepted and "video_second_per_grid" in inputs:  # Qwen3-Omni's time stride
             grids["second_per_grids"] = inputs["video_second_per_grid"]
-        positions, _ = model.model.get_rope_index(input_ids, attention_mask=mask, **grids)
+        positions, _ = base.get_rope_index(input_ids, attention_mask=mask, **grids)
         return positions
     return (mask.long().cumsum(-1) - 1).clamp(min=0)
 

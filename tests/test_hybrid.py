@@ -49,12 +49,13 @@ LEAKY_PRIORS = {"placeholders_only": placeholders_only_removed, "span_zeroed": _
                 "span_visible": _span_visible_to_recurrent_layers}
 
 
+@pytest.mark.parametrize("model_type", ["qwen3_5", "nemotron_h_omni"])  # Gated DeltaNet, Mamba-2
 @pytest.mark.parametrize("leak", sorted(LEAKY_PRIORS))
-def test_qwen3_5_decoding_fails_with_a_leaky_prior(tiny, leak):
+def test_decoding_fails_with_a_leaky_prior(tiny, model_type, leak):
     """pnd's tokens are the reference's (kept tokens alone through every layer); a prior that lets the expansion reach
     the model (timestamps left in, or the span reaching the recurrent layers) gives other tokens."""
-    model, processor = tiny("qwen3_5")
-    inputs = tiny_inputs(processor, "qwen3_5", PROMPTS[:1])  # unpadded: the 4-D mask variant has no padding mask
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS[:1])  # unpadded: the 4-D mask variant has no padding mask
     out = pnd.attach(model).generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
                                      logits_processor=[pnd.PriorNormalized(1.0)])
     right, _ = greedy(model, inputs, 1.0, STEPS, banned=_eos(model))

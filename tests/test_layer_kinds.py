@@ -123,12 +123,16 @@ def _stale_prior_rows(monkeypatch, types: list, layer_type: str):
     monkeypatch.setattr(PairedCache, "reorder_cache", stale)
 
 
-@pytest.mark.parametrize("layer_type", ["linear_attention", "indexed_attention"])
-def test_qwen4_beam_search_fails_when_a_layer_kind_keeps_stale_prior_rows(monkeypatch, layer_type):
-    """Beam search reorders the prior rows of every layer kind (Gated DeltaNet's three states; the indexed layer's keys,
-    values, indexer keys and positions): leaving one kind's prior rows unreordered changes the beams."""
-    model, processor = tiny_model("qwen4_exp")
-    inputs = tiny_inputs(processor, "qwen4_exp", PROMPTS[:1])
+@pytest.mark.parametrize("model_type, layer_type, image", [
+    ("qwen4_exp", "linear_attention", False), ("qwen4_exp", "indexed_attention", False),
+    ("nemotron_h_omni", "linear_attention", True),  # Mamba-2 (its video + beam crash in transformers itself)
+])
+def test_beam_search_fails_when_a_layer_kind_keeps_stale_prior_rows(monkeypatch, model_type, layer_type, image):
+    """Beam search reorders the prior rows of every layer kind (Gated DeltaNet's three states, Mamba-2's convolution and
+    SSM states; the indexed layer's keys, values, indexer keys and positions): leaving one kind's prior rows
+    unreordered changes the beams."""
+    model, processor = tiny_model(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS[:1], image=image)
     kwargs = dict(max_new_tokens=STEPS, num_beams=3, do_sample=False, output_scores=True, return_dict_in_generate=True,
                   logits_processor=[pnd.PriorNormalized(1.0)])
     right = pnd.attach(model, processor).generate(**inputs, **kwargs)

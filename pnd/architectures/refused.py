@@ -27,9 +27,6 @@ REFUSED: dict[str, str] = {
     "pi0": f"{_NOT_TEXT} (robot actions)",
     "mistral4": "text-only: the image-text-to-text mapping names a causal LM with no vision tower",
     "diffusion_gemma": "block-diffusion decoder: it does not generate left to right, so there is no next-token prior",
-    "nemotron_h_omni": "not yet supported: its processor discards the replacement offsets the expansion finder reads, "
-                       "and transformers' video path fails (get_video_features returns a tensor where forward "
-                       "concatenates a tuple); its Mamba-2 layers are a declared layer kind (pnd/layers.py)",
     "dots3_note": _layers("indexed sparse attention"),
     "mistral_large4": _layers("indexed sparse attention"),
     "minimax_m3_vl": _layers("sparse attention"),

@@ -42,6 +42,7 @@ class Architecture:
     # prefill's causal split would drop that, so the prior's prefill runs as a call of its own
     causal_prompt: bool = True
     same_frame_counts: bool = False  # the processor batches videos only when they have the same number of frames
+    one_video_per_call: bool = False  # the processor takes one video per call (Nemotron-H Omni): captioning splits
     # False where a per-token input (`token_inputs`) marks a template token before the expansion (ERNIE 4.5 VL routes its
     # vision start token to the vision experts): the conditioned pass computes that text differently from the prior,
     # which gives every kept token 0 (text), so the prior's prefill recomputes the text before the video
@@ -114,6 +115,9 @@ class Architecture:
         `text_model` (Idefics3, SmolVLM), of the model's base model."""
         base = model.model
         return base.language_model if hasattr(base, "language_model") else base.text_model
+
+    def prepare(self, model) -> None:
+        """Make `model` ready for pnd (`attach`, `CaptionScorer`): a repair of a known transformers bug, if any."""
 
     def position_ids(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, **inputs) -> torch.Tensor:
         """The position ids `generate` gives the conditioned pass; `inputs` are the processor's non-pixel outputs."""

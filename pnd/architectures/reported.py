@@ -66,6 +66,7 @@ class ExpansionRecord:
 
 
 _RECORDS: "weakref.WeakKeyDictionary[object, ExpansionRecord]" = weakref.WeakKeyDictionary()
+_CALL = threading.local()  # the replacements of the processor call under way in this thread
 
 
 def replaced_tokens(offsets, replacements, attended) -> list[bool]:
@@ -89,10 +90,13 @@ def _record_call(processor, call, args, kwargs):
     """Call the processor asking for its replacement and token offsets, remember each prompt's expansion, and
     return what the caller asked for."""
     asked = {key: kwargs.get(key) for key in _ASKED}
+    _CALL.replacements = None
     try:
         outputs = call(*args, **{**kwargs, **dict.fromkeys(_ASKED, True)})
     except (NotImplementedError, TypeError):  # no offsets (a slow tokenizer, an older processor): nothing to remember
         return call(*args, **kwargs)
+    if "text_replacement_offsets" not in outputs and _CALL.replacements is not None:  # a `__call__` that drops them
+        outputs["text_replacement_offsets"] = _CALL.replacements
     if all(key in outputs for key in _ADDED) and "input_ids" in outputs:
         record = _RECORDS.setdefault(processor, ExpansionRecord())
         ids, offsets, masks = outputs["input_ids"], outputs["offset_mapping"], outputs.get("attention_mask", None)
@@ -121,10 +125,15 @@ def _reporting_class(cls: type) -> type:
     def __call__(self, *args, **kwargs):
         return _record_call(self, super(reporting, self).__call__, args, kwargs)
 
+    def get_text_with_replacements(self, *args, **kwargs):  # kept for a `__call__` that discards them (Nemotron-H)
+        text, _CALL.replacements = super(reporting, self).get_text_with_replacements(*args, **kwargs)
+        return text, _CALL.replacements
+
     def __reduce_ex__(self, protocol):  # pickled and copied as the original class, which reports nothing
         return _restore, (cls, dict(self.__dict__))
 
     reporting = type(cls.__name__, (cls,), {"__call__": __call__, "__reduce_ex__": __reduce_ex__, "_pnd_reports": True,
+                                            "get_text_with_replacements": get_text_with_replacements,
                                             "__module__": cls.__module__, "__qualname__": cls.__qualname__})
     return reporting
 
