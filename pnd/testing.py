@@ -636,16 +636,13 @@ _BUILDERS = {
 # families added through the generic expansion finder: builders in pnd/tiny_builders/<model type>.py
 FINDER_VIDEO_ARCHITECTURES = ("gemma4", "gemma4_unified", "glm46v", "cosmos3_edge", "cosmos3_omni", "cohere_compass",
                               "ernie4_5_vl_moe", "qwen3_omni_moe_thinker", "kimi_k25", "muse_glimmer", "lfm3_vl",
-                              "minicpm_ocr", "qwen4_exp", "nemotron_h_omni")
+                              "minicpm_ocr", "qwen4_exp", "nemotron_h_omni", "glm5_next")
 FINDER_IMAGE_ARCHITECTURES = ("mistral3", "idefics3", "step3p7", "hunyuan_vl", "granite4_vision")
-# families whose transformers decoding with a cache differs from its uncached forward, so that a from-scratch reference
-# cannot check them (tests/test_layer_kinds.py checks them against a reference decoding with transformers' own cache)
-CACHE_DRIFTING_ARCHITECTURES = ("glm5_next",)
 ONE_VIDEO_PER_CALL = ("nemotron_h_omni",)  # processors that take one video per call: `tiny_inputs` batches by hand
 TINY_ARCHITECTURES = (*_BUILDERS, *FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
                        "perception_lm", "qwen3_5", "qwen3_5_moe", "internvl", "smolvlm", "video_llama_3", "minicpmv4_6",
-                       "minicpmv4_7", *FINDER_VIDEO_ARCHITECTURES, *CACHE_DRIFTING_ARCHITECTURES)
+                       "minicpmv4_7", *FINDER_VIDEO_ARCHITECTURES)
 
 
 def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):

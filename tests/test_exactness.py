@@ -12,9 +12,9 @@ from reference import PIXEL_KEYS, conditioned_positions, forced_scores, full_log
 
 STEPS = 6
 FINDER = (*FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)  # the families added through the generic finder
-# video + beam search crashes in transformers itself: GLM-4V and GLM-4.6V; Nemotron-H Omni, whose video tokens are image
-# tokens, which generate's expansion of the encoder outputs per beam counts as video tokens
-VIDEO_BEAM_CRASHES = ("glm4v", "glm46v", "nemotron_h_omni")
+# video + beam search crashes in transformers itself: GLM-4V, GLM-4.6V and GLM-5-next; Nemotron-H Omni, whose video
+# tokens are image tokens, which generate's expansion of the encoder outputs per beam counts as video tokens
+VIDEO_BEAM_CRASHES = ("glm4v", "glm46v", "glm5_next", "nemotron_h_omni")
 
 
 def generate(model, inputs, alpha, **kwargs):

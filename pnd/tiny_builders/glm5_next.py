@@ -33,7 +33,9 @@ def build(seed: int):
             mlp_layer_types=["dense", "sparse", "sparse", "sparse"],
             n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
             q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=0, v_head_dim=16,  # NoPE MLA
-            index_n_heads=2, index_head_dim=16, index_topk=8, index_kpool=4,
+            # 16 indexer heads: a pool scores 0 only if every head's ReLU does, so top-k seldom meets a tie (with 2
+            # heads, ties broken by the number of pools made transformers' cached and uncached decoding differ)
+            index_n_heads=16, index_head_dim=16, index_topk=8, index_kpool=4,
             linear_num_heads=2, linear_head_dim=16, hc_mult=4,
             eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
         ),
