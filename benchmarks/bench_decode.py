@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/bench_decode.py --out benchmarks/RESULTS.md          # CPU, ~8 min on 2 cores
     python benchmarks/bench_decode.py --size 7b --device cuda --dtype bfloat16 [--arch qwen2_vl]   # GPU
-    python benchmarks/bench_decode.py --arch qwen3_vl|qwen3_5 --size 7b --device cuda --dtype bfloat16
+    python benchmarks/bench_decode.py --arch qwen3_vl|qwen3_5|qwen4_exp|nemotron_h_omni --size 7b --device cuda \
+        --dtype bfloat16
 
 Models have random weights and are built offline from a real architecture's config: `--size cpu` is
 LLaVA-OneVision (SigLIP + a 154 M-parameter Qwen2 decoder), `7b` the LLaVA-OneVision-7B / Qwen2-VL-7B
@@ -10,8 +11,10 @@ shapes, `tiny` a seconds-long smoke run for the tests. One video prompt (text, `
 `--arch qwen3_vl` (7b: Qwen3-VL-8B-Instruct) and `--arch qwen3_5` (7b: Qwen3.5-9B, a hybrid decoder: three Gated
 DeltaNet layers per full-attention layer) write the video as their processor does: per frame a timestamp
 (`<0.5 seconds>`, 4 text tokens here) and `<|vision_start|>` + the frame's placeholders + `<|vision_end|>`, all
-inside the template's `<|vision_start|>…<|vision_end|>`. Qwen3.5 has no static-cache part (pnd's static
-cache holds full-attention layers only).
+inside the template's `<|vision_start|>…<|vision_end|>`. `--arch qwen4_exp` (Gated DeltaNet and indexed attention,
+MoE) writes the same. `--arch nemotron_h_omni` (7b: Nemotron-H-8B's Mamba-2 / attention decoder, 8.8 B parameters with
+its RADIO tower) builds its prompts with its own processor (a locally built tokenizer, one video per call, rows
+left-padded together). The hybrids have no static-cache part (pnd's static cache holds attention layers only).
 
 Part 1 (greedy, batch 1) compares, on the same model and inputs:
   plain        model.generate
@@ -52,7 +55,7 @@ from transformers import AutoConfig, AutoModelForImageTextToText, CompileConfig,
 from transformers.generation.logits_process import UnbatchedClassifierFreeGuidanceLogitsProcessor
 
 import pnd
-from pnd._compat import has_recurrent_layers
+from pnd.layers import layer_plan
 from pnd.prior import default_position_ids
 from results import write_section
 
@@ -101,6 +104,36 @@ QWEN3_TEXT = {
                    partial_rotary_factor=0.25, rope_theta=1e7, linear_key_head_dim=128, linear_value_head_dim=128,
                    linear_num_key_heads=16, linear_num_value_heads=32),
     },
+    # Qwen4 (exp): Gated DeltaNet and indexed attention (three to one in "cpu" and "7b"), MoE, hyper-connections.
+    # "7b" is transformers' default Qwen4-exp text model with 32 experts instead of 512 (7.38 B parameters with the
+    # vision tower); transformers sets no indexer defaults, so its indexer (16 heads, a 2048-key budget in blocks of 4)
+    # is chosen here. "cpu"'s budget (64 keys) is under its ~200-token prompts, so the indexer drops keys.
+    "qwen4_exp": {
+        "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+                     num_key_value_heads=2, head_dim=16, vocab_size=1004, mrope_section=[2, 3, 3],
+                     partial_rotary_factor=1.0, linear_key_head_dim=16, linear_value_head_dim=16,
+                     linear_num_key_heads=2, linear_num_value_heads=4,
+                     layer_types=["linear_attention", "indexed_attention"] * 2, num_experts=4, num_experts_per_tok=2,
+                     moe_intermediate_size=32, shared_expert_intermediate_size=32, hc_count=2, hc_lowrank=16,
+                     indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=16, indexer_budget=8,
+                     indexer_compress_ratio=4),
+        "cpu": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=8,
+                    num_key_value_heads=2, head_dim=128, vocab_size=32000, mrope_section=[6, 5, 5],
+                    partial_rotary_factor=0.25, linear_key_head_dim=64, linear_value_head_dim=64,
+                    linear_num_key_heads=6, linear_num_value_heads=12,
+                    layer_types=(["linear_attention"] * 3 + ["indexed_attention"]) * 3, num_experts=16,
+                    num_experts_per_tok=4, moe_intermediate_size=256, shared_expert_intermediate_size=256, hc_count=2,
+                    hc_lowrank=64, indexer_n_heads=4, indexer_kv_heads=1, indexer_head_dim=64, indexer_budget=64,
+                    indexer_compress_ratio=4),
+        "7b": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=40, num_attention_heads=16,
+                   num_key_value_heads=2, head_dim=256, vocab_size=248320, mrope_section=[11, 11, 10],
+                   partial_rotary_factor=0.25, rope_theta=1e7, linear_key_head_dim=128, linear_value_head_dim=128,
+                   linear_num_key_heads=16, linear_num_value_heads=32,
+                   layer_types=(["linear_attention"] * 3 + ["indexed_attention"]) * 10, num_experts=32,
+                   num_experts_per_tok=10, moe_intermediate_size=512, shared_expert_intermediate_size=512,
+                   hc_count=4, hc_lowrank=320, indexer_n_heads=16, indexer_kv_heads=1, indexer_head_dim=128,
+                   indexer_budget=2048, indexer_compress_ratio=4),
+    },
 }
 # Their vision tower (Qwen3.5's is Qwen3-VL's without deepstack) and frame side in pixels (16-pixel patches).
 QWEN3_VISION = {
@@ -111,7 +144,28 @@ QWEN3_VISION = {
     "7b": (dict(depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16, num_position_embeddings=2304,
                 deepstack_visual_indexes=[8, 16, 24]), 448),
 }
-ARCHS = ["llava_onevision", "qwen2_vl", *QWEN3_TEXT]
+_M, _A, _MLP, _MOE = "linear_attention", "full_attention", "mlp", "moe"  # Nemotron-H's blocks: Mamba-2, attention, ...
+# Nemotron-H Omni by size: its language model (Mamba-2 layers, a few attention layers, MLP or MoE blocks between), its
+# RADIO vision tower and frame side in pixels (16-pixel patches, pixel-shuffled 2x2). "7b" is Nemotron-H-8B's decoder
+# (52 layers: 24 Mamba-2, 4 attention, 24 MLP; 4096 wide; transformers' default text dimensions) with transformers'
+# default RADIO-H tower, 512-pixel frames.
+NEMOTRON = {
+    "tiny": (dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                  layers_block_type=[_M, _MOE, _A, _M, _MLP], mamba_num_heads=4, mamba_head_dim=32, ssm_state_size=16,
+                  n_groups=2, chunk_size=16, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                  moe_shared_expert_intermediate_size=32),
+             dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, mlp_ratio=2.0), 32),
+    "cpu": (dict(hidden_size=768, intermediate_size=3072, num_attention_heads=12, num_key_value_heads=4, head_dim=64,
+                 layers_block_type=[_M, _MLP, _M, _A, _MLP, _M, _MOE, _M, _MLP, _M, _A, _MLP], mamba_num_heads=24,
+                 mamba_head_dim=64, ssm_state_size=64, n_groups=4, chunk_size=128, n_routed_experts=8,
+                 num_experts_per_tok=2, moe_intermediate_size=768, moe_shared_expert_intermediate_size=768),
+            dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2), 128),
+    "7b": (dict(hidden_size=4096, intermediate_size=21504, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                layers_block_type=[_M, _MLP, _M, _MLP, _M, _MLP, _M, _A, _MLP] * 4 + [_M, _MLP] * 8,
+                mamba_num_heads=128, mamba_head_dim=64, ssm_state_size=128, n_groups=8, chunk_size=128),
+           dict(hidden_size=1280, num_hidden_layers=32, num_attention_heads=16), 512),
+}
+ARCHS = ["llava_onevision", "qwen2_vl", *QWEN3_TEXT, "nemotron_h_omni"]
 TIMESTAMP_TOKENS = 4  # "<0.5 seconds>" is a few text tokens in front of each frame
 
 
@@ -132,6 +186,8 @@ def build_model(arch: str = "llava_onevision", size: str = "cpu", device="cpu", 
         )
     elif arch in QWEN3_TEXT:
         config = _qwen3_config(arch, size)
+    elif arch == "nemotron_h_omni":
+        return _nemotron(size, device, dtype, seed)
     else:
         half_head = s["hidden"] // s["heads"] // 2
         sections = [half_head // 4, 3 * half_head // 8, half_head - half_head // 4 - 3 * half_head // 8]
@@ -150,14 +206,14 @@ def build_model(arch: str = "llava_onevision", size: str = "cpu", device="cpu", 
 
 
 def _qwen3_config(arch: str, size: str):
-    """A Qwen3-VL or Qwen3.5 config of `size` (`QWEN3_TEXT`, `QWEN3_VISION`)."""
+    """A Qwen3-VL, Qwen3.5 or Qwen4 config of `size` (`QWEN3_TEXT`, `QWEN3_VISION`)."""
     text = dict(QWEN3_TEXT[arch][size])
     rope = {"rope_type": "default", "mrope_section": text.pop("mrope_section"), "mrope_interleaved": True,
             "rope_theta": text.pop("rope_theta", 1e6)}
     if "partial_rotary_factor" in text:
         rope["partial_rotary_factor"] = text.pop("partial_rotary_factor")
     vision = dict(QWEN3_VISION[size][0])
-    if arch == "qwen3_5":
+    if arch != "qwen3_vl":  # Qwen3.5's and Qwen4's towers have no deepstack
         del vision["deepstack_visual_indexes"]
     vocab = text["vocab_size"]
     return AutoConfig.for_model(
@@ -168,6 +224,61 @@ def _qwen3_config(arch: str, size: str):
         image_token_id=vocab - 2, video_token_id=vocab - 1, vision_start_token_id=vocab - 4,
         vision_end_token_id=vocab - 3, tie_word_embeddings=False,
     )
+
+
+def _nemotron(size: str, device, dtype, seed: int):
+    """A Nemotron-H Omni model of `size` (`NEMOTRON`), attached with its processor (a locally built tokenizer): its
+    expansion is what the processor reports."""
+    from transformers import (NemotronH_Omni_Reasoning_V3, NemotronH_Omni_Reasoning_V3_Config,
+                              NemotronH_Omni_Reasoning_V3ImageProcessor, NemotronH_Omni_Reasoning_V3Processor,
+                              NemotronH_Omni_Reasoning_V3VideoProcessor, ParakeetFeatureExtractor)
+    from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
+
+    from pnd.testing import tiny_tokenizer
+
+    text, vision, side = NEMOTRON[size]
+    tokenizer = tiny_tokenizer(["<image>", "<video>", "<img>", "</img>"], vocab_size=1000)
+    config = NemotronH_Omni_Reasoning_V3_Config(
+        text_config=dict(**text, vocab_size=131072 if size == "7b" else SIZES[size]["vocab"],
+                         max_position_embeddings=32768, tie_word_embeddings=False, eos_token_id=None, pad_token_id=0,
+                         bos_token_id=None),
+        vision_config=dict(**vision, patch_size=16, image_size=side, max_img_size=max(side, 64), num_registers=1,
+                           video_temporal_patch_size=2),
+        vision_hidden_size=vision["hidden_size"], projector_hidden_size=text["hidden_size"],
+        video_temporal_patch_size=2, image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        video_token_id=tokenizer.convert_tokens_to_ids("<video>"), tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = NemotronH_Omni_Reasoning_V3(config).to(dtype).eval()
+    patches = (side // 16) ** 2
+    processor = NemotronH_Omni_Reasoning_V3Processor(
+        image_processor=NemotronH_Omni_Reasoning_V3ImageProcessor(patch_size=16, min_num_patches=patches,
+                                                                  max_num_patches=patches),
+        video_processor=NemotronH_Omni_Reasoning_V3VideoProcessor(patch_size=16, video_target_num_patches=patches,
+                                                                  norm_mean=OPENAI_CLIP_MEAN, norm_std=OPENAI_CLIP_STD),
+        tokenizer=tokenizer, feature_extractor=ParakeetFeatureExtractor())
+    return pnd.attach(model, processor)
+
+
+def _nemotron_video_inputs(model, size: str, frames: int, batch: int, generator) -> tuple[dict, torch.Tensor]:
+    """Nemotron-H Omni prompts built by its bound processor, one video per call, left-padded together."""
+    from pnd.testing import left_padded
+
+    processor, side = model._pnd_processor, NEMOTRON[size][2]
+    words = "the a video frame scene person moves light shows then what who where why how is in on of".split()
+
+    def sentence(n):
+        return " ".join(words[int(i)] for i in torch.randint(0, len(words), (n,), generator=generator))
+
+    rows, texts = [], []
+    for r in range(batch):
+        prefix, question = sentence(14), sentence(24 - 3 * (r % 3))
+        video = torch.randint(0, 256, (frames, 3, side, side), dtype=torch.uint8, generator=generator)
+        rows.append(processor(text=[f"{prefix} <video> {question}"], videos=[video], return_tensors="pt"))
+        texts.append(processor(text=[f"{prefix} {question}"], return_tensors="pt"))
+    inputs = left_padded(rows, 0)
+    inputs["pixel_values_videos"] = inputs["pixel_values_videos"].to(model.dtype)
+    return inputs.to(model.device), left_padded(texts, 0)["input_ids"].to(model.device)
 
 
 def _qwen_video(config, size: str, frames: int, batch: int, generator) -> tuple[list[int], dict]:
@@ -193,6 +304,8 @@ def video_inputs(model, size: str, frames: int, batch: int = 1, seed: int = 0) -
     """Left-padded video prompts (text, video, text of different lengths) and the text-only prompts."""
     config, device = model.config, model.device
     generator = torch.Generator().manual_seed(seed)
+    if config.model_type == "nemotron_h_omni":
+        return _nemotron_video_inputs(model, size, frames, batch, generator)
     if config.model_type == "llava_onevision":
         side = config.vision_config.image_size
         per_side = math.ceil(side // config.vision_config.patch_size / 2)
@@ -222,13 +335,15 @@ def _left_pad(rows: list[list[int]]) -> dict:
 
 
 class NaivePrior(LogitsProcessor):
-    """The masked prior recomputed from scratch at every step (no cache): the brute-force way. With recurrent layers
-    (Qwen3.5), where a masked token still passes through the state, a call on the kept tokens alone at their positions."""
+    """The masked prior recomputed from scratch at every step (no cache): the brute-force way. With layers that must
+    see the kept tokens only (recurrent, indexed: `pnd/layers.py`), a call on the kept tokens alone at their
+    positions."""
 
     def __init__(self, model, inputs):
         self.model, self.inputs = model, inputs
-        self.visual = pnd.architectures.architecture_for(model).expansion_mask(model.config, inputs["input_ids"])
-        self.recurrent = has_recurrent_layers(model.config.get_text_config(decoder=True))
+        self.visual = pnd.architectures.architecture_for(model).expansion(model, inputs["input_ids"],
+                                                                          inputs["attention_mask"])
+        self.kept_only = layer_plan(model.config.get_text_config(decoder=True)).kept_only
 
     @torch.no_grad()
     def __call__(self, input_ids, scores):
@@ -240,7 +355,7 @@ class NaivePrior(LogitsProcessor):
         positions = default_position_ids(self.model, input_ids, **grown, **extra)
         mask = grown["attention_mask"].clone()
         mask[:, :prompt_len] *= ~self.visual
-        if self.recurrent:  # the kept tokens hold no placeholder: no pixels
+        if self.kept_only:  # the kept tokens hold no placeholder: no pixels
             input_ids, mask, positions = _kept_tokens(input_ids, mask.bool(), positions)
             extra = {}
         prior = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=False,
@@ -426,8 +541,7 @@ def modes(model, args, device) -> list[tuple[str, int, dict, dict]]:
                     "pnd": lambda n, clock: generate(model, inputs, [pnd.PriorNormalized(ALPHA)], n, clock, **kwargs)}
             measured = measure_all({name: (run, args.modes_tokens) for name, run in runs.items()}, device, args.repeats)
             rows.append((mode, batch, measured))
-            print(mode, batch, {name: f"{m.token / measured['plain'].token:.2f}x" for name, m in measured.items()},
-                  flush=True)
+            print(mode, batch, measured, flush=True)
     return rows
 
 
@@ -491,6 +605,10 @@ def report(model, inputs, args, device, peer_rows, mode_rows) -> str:
                   "plain on 2x rows, per-token ratio | pnd peak-memory ratio |", "|---|---|---|---|---|---|---|---|"]
         for mode, batch, m in mode_rows:
             plain, doubled, ours = m["plain"], m["plain, 2 rows"], m["pnd"]
+            failed = next((f for f in (plain, doubled, ours) if isinstance(f, Failed)), None)
+            if failed:  # e.g. video + beam search crashes in transformers itself (GLM-4V, Nemotron-H Omni)
+                lines.append(f"| {mode} | {batch} | fails: {failed.error} | | | | | |")
+                continue
             lines.append(f"| {mode} | {batch} | {plain.prefill * 1e3:.1f} | {ours.prefill / plain.prefill:.2f}x"
                          f" | {plain.token * 1e3:.1f} | {ours.token / plain.token:.2f}x | "
                          f"{doubled.token / plain.token:.2f}x | {ours.peak / plain.peak:.2f}x |")
@@ -536,8 +654,9 @@ def main(argv=None) -> str:
         tables[f"Decoding: {args.arch}, {args.size}, {hardware(device)}"] = report(
             model, inputs, args, device, peers(model, inputs, unconditional, args, device),
             modes(model, args, device) if args.modes_frames else [])
-    if args.static != "skip" and has_recurrent_layers(model.config.get_text_config(decoder=True)):
-        print(f"Part 3 skipped: pnd's static cache holds full-attention layers only, {args.arch} has recurrent ones.")
+    if args.static != "skip" and not layer_plan(model.config.get_text_config(decoder=True)).static:
+        print(f"Part 3 skipped: pnd's static cache holds attention layers only, {args.arch} has recurrent or indexed "
+              "ones.")
     elif args.static != "skip":
         tables[f"Decoding, static cache and torch.compile: {args.arch}, {args.size}, {hardware(device)}"] = (
             static_report(model, inputs, args, device, static_cache(model, inputs, args, device)))

@@ -61,7 +61,21 @@ def test_decode_and_prefill_benchmarks_run_on_qwen3_families(arch, tmp_path, cap
     assert "static cache" not in text
 
 
-@pytest.mark.parametrize("arch, seed", [("llava_onevision", 0), ("qwen3_vl", 0), ("qwen3_5", 2)])
+@pytest.mark.parametrize("arch", ["qwen4_exp", "nemotron_h_omni"])
+def test_decode_benchmark_runs_on_the_new_layer_types(arch, tmp_path, capsys):
+    """Qwen4 (Gated DeltaNet, indexed attention) and Nemotron-H Omni (Mamba-2; prompts from its own processor): the
+    token check against the naive recompute on the kept tokens alone passes, every row is there, no static part."""
+    out = tmp_path / "RESULTS.md"
+    bench_decode.main(["--arch", arch, "--size", "tiny", "--frames", "2", "--tokens", "3", "--naive-tokens", "2",
+                       "--modes-frames", "2", "--modes-tokens", "2", "--repeats", "1", "--out", str(out)])
+    text = out.read_text()
+    for row in ("| plain |", "| plain, 2 rows |", "| pnd |", "| naive |", "| beam (4) | 8 |", "| sampling | 8 |"):
+        assert row in text
+    assert f"## Decoding: {arch}, tiny" in text and "Part 3 skipped" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("arch, seed", [("llava_onevision", 0), ("qwen3_vl", 0), ("qwen3_5", 2), ("qwen4_exp", 0),
+                                        ("nemotron_h_omni", 1)])
 def test_token_check_is_not_vacuous(arch, seed):
     """The benchmark checks pnd's greedy tokens against the naive recompute: on its model they differ from plain's
     (a seed whose random weights make the prior matter within 8 tokens)."""
@@ -80,6 +94,18 @@ def test_token_check_is_not_vacuous(arch, seed):
 def test_7b_shapes(arch, billions):
     model = bench_decode.build_model(arch, "7b", device="meta", dtype=torch.bfloat16)
     assert abs(sum(p.numel() for p in model.parameters()) / 1e9 - billions) < 0.1
+
+
+@pytest.mark.parametrize("arch, layers", [
+    ("qwen4_exp", {"linear_attention": 30, "indexed_attention": 10}),
+    ("nemotron_h_omni", {"linear_attention": 24, "full_attention": 4, "mlp": 24}),  # Nemotron-H-8B's 52 blocks
+])
+def test_7b_shapes_of_the_new_layer_types(arch, layers):
+    """7B-class shapes ready for a GPU run: between 7 and 9 B parameters, with the real models' layer mix."""
+    model = bench_decode.build_model(arch, "7b", device="meta", dtype=torch.bfloat16)
+    assert 7.0 < sum(p.numel() for p in model.parameters()) / 1e9 < 9.0
+    types = model.config.get_text_config(decoder=True).layer_types
+    assert {t: types.count(t) for t in set(types)} == layers
 
 
 def test_qwen3_5_7b_shape_is_qwen3_5_9b_language_model():
