@@ -37,8 +37,8 @@ def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float
     Returns:
         One caption per video, stripped.
     """
-    for video in videos:
-        check_frames(video)
+    for index, video in enumerate(videos):
+        check_frames(video, f"videos[{index}]")
     architecture = architecture_for(model)
     if architecture.one_video_per_call and len(videos) > 1:
         return [caption for video in videos

@@ -31,6 +31,7 @@ from .architectures.reported import bind_processor
 from .cache import PairedCache, PairedStaticCache
 from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
 from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
+from .video import check_pixels
 from .logits_processor import RUNNING_GENERATION, PriorNormalized
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
@@ -170,6 +171,7 @@ def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwa
     generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1)
     if needs_prior:
         _refuse_unsupported(config, kwargs)
+        _check_visual_inputs(model, attachment.architecture, args, kwargs)
         kwargs["past_key_values"] = _paired_cache(model, generation, config, args, kwargs)
     if needs_prior and normalizer.prior == "blank":
         expand_size = max(config.num_beams, config.num_return_sequences)
@@ -264,6 +266,19 @@ def _refuse_unsupported(config, kwargs: dict) -> None:
         refuse(f"cache_implementation={config.cache_implementation!r} (from generate's arguments or the model's "
                "generation_config)", "the prior rows live in a dynamic KV-cache, or a static one "
                "(cache_implementation='static').")
+
+
+def _check_visual_inputs(model, architecture, args: tuple, kwargs: dict) -> None:
+    """Refuse non-finite pixel values, and a prompt with image/video tokens but no pixel inputs (the model would
+    describe a visual input it never got), before any work."""
+    check_pixels(kwargs, architecture.pixel_keys, "generate")
+    prompt = args[0] if args else kwargs.get("input_ids")
+    given = any(kwargs.get(key) is not None for key in (*architecture.pixel_keys, "mm_encoder_outputs"))
+    continued = kwargs.get("past_key_values") is not None  # a conversation goes on without its pixels (§4)
+    if prompt is not None and not given and not continued and architecture.placeholder_mask(model.config, prompt).any():
+        raise ValueError(f"The prompt holds image/video tokens but generate got none of {', '.join(architecture.pixel_keys)}:"
+                         " the model would describe a visual input it never got. Pass the processor's outputs whole, "
+                         "model.generate(**processor(text=..., videos=..., return_tensors='pt'), ...).")
 
 
 def _paired_forward(model, attachment: Attachment, *args, **kwargs):

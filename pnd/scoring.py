@@ -33,7 +33,7 @@ from .prompts import video_prompt
 from .prior import default_position_ids, masked_prefill, sliding_window
 from .logits_processor import check_alpha_and_prior, real_number
 from .tokens import TokenScore, score_tokens
-from .video import check_frames, read_video
+from .video import check_frames, check_pixels, read_video
 
 
 class ScoringInputs(dict):
@@ -104,12 +104,13 @@ class CaptionScorer:
 
     # -- inputs ---------------------------------------------------------------------------------
 
-    def prompt_inputs(self, video) -> dict:
-        """Processor outputs for the prompt with one video (a path, or frames) or image."""
+    def prompt_inputs(self, video, where: str | None = None) -> dict:
+        """Processor outputs for the prompt with one video (a path, or frames: `pnd.video.check_frames`) or image;
+        `where` names it in errors."""
         if isinstance(video, (str, Path)):
             video = read_video(video, self.frames)
         elif self.modality == "video":
-            check_frames(video)
+            check_frames(video, where)
         key = "videos" if self.modality == "video" else "images"
         inputs = self.processor(text=[self.prompt_text], **{key: [video]}, return_tensors="pt")
         return self._on_device(inputs)
@@ -154,7 +155,8 @@ class CaptionScorer:
         _check_list(captions, "captions", "caption")
         tokens = [self.caption_ids(c) for c in captions]
         bar = tqdm(total=len(videos) * len(tokens), desc="pnd scoring", unit="pair", disable=not self.progress)
-        rows = [self._score_tokens(self.prompt_inputs(video), tokens, bar) for video in videos]
+        rows = [self._score_tokens(self.prompt_inputs(video, f"videos[{i}]"), tokens, bar)
+                for i, video in enumerate(videos)]
         bar.close()
         parts = ScoreParts(*map(torch.stack, zip(*rows))) if rows else ScoreParts(*[torch.empty(0, len(tokens))] * 3)
         return parts if return_parts else parts.normalized
@@ -219,12 +221,23 @@ class CaptionScorer:
         return self._score_prefix(self._conditioned_prefix(inputs), tokens, bar)
 
     def _score_prefix(self, prefix: "Prefix", tokens: list[list[int]], bar=None) -> ScoreParts:
+        self._check_lengths(prefix, tokens)
         conditional = self._caption_logprobs(prefix, tokens, bar)
         prior = self._caption_priors(prefix, tokens)
         if self.reduction == "mean":
             lengths = torch.tensor([len(t) for t in tokens], dtype=conditional.dtype)
             conditional, prior = conditional / lengths, prior / lengths
         return ScoreParts(conditional - self.alpha * prior, conditional, prior)
+
+    def _check_lengths(self, prefix: "Prefix", tokens: list[list[int]]) -> None:
+        """A ValueError for a caption whose last token would sit past the model's positions."""
+        limit = getattr(self.model.config.get_text_config(decoder=True), "max_position_embeddings", None)
+        first = int(prefix.next_positions.max())  # the first caption token's position
+        for i, t in enumerate(tokens):
+            if limit is not None and first + len(t) > limit:
+                raise ValueError(f"Caption {i} has {len(t)} tokens: after the {first}-position prompt it would need "
+                                 f"{first + len(t)} positions, more than the model's {limit} "
+                                 "(max_position_embeddings). Shorten it.")
 
     def _conditioned_prefix(self, inputs: dict) -> "Prefix":
         if inputs["input_ids"].shape[0] != 1:
@@ -235,6 +248,7 @@ class CaptionScorer:
     def _conditioned_prefixes(self, inputs: dict) -> list["Prefix"]:
         """The prompts of `inputs` run in one forward call; each row's prefix without its left padding."""
         model = self.model
+        check_pixels(inputs, architecture_for(model).pixel_keys, "CaptionScorer")
         positions = default_position_ids(model, **inputs)
         config = model.config.get_text_config(decoder=True)
         cache = cache_from_layers(config, keep_all=sliding_window(config) is not None)  # every slot: captions reuse it
@@ -256,12 +270,16 @@ class CaptionScorer:
     def _caption_priors(self, prefix: "Prefix", tokens: list[list[int]]) -> torch.Tensor:
         """Prior log-probs of the captions, computed once per caption while the prompt layout stays the same."""
         layout = (tuple(prefix.input_ids.flatten().tolist()), tuple(prefix.positions.flatten().tolist()))
-        if layout != self._prior_layout:  # keep one layout only: memory stays bounded over many prompts
-            self._prior_layout, self._priors = layout, {}
-        missing = list(dict.fromkeys(tuple(t) for t in tokens if tuple(t) not in self._priors))
+        # one layout kept (memory stays bounded over many prompts), replaced only once the new values are known
+        priors = self._priors if layout == self._prior_layout else {}
+        missing = list(dict.fromkeys(tuple(t) for t in tokens if tuple(t) not in priors))
         if missing:
             values = self._caption_logprobs(self._prior_prefix(prefix), [list(t) for t in missing])
-            self._priors.update({t: float(v) for t, v in zip(missing, values)})
+            if not torch.isfinite(values).all():  # never kept: a later prompt with this layout would inherit it
+                raise ValueError("The prior of these captions is not finite (NaN or inf) on this prompt; check the "
+                                 "prompt's inputs (a non-finite pixel value, a model in a dtype that overflows).")
+            priors = {**priors, **{t: float(v) for t, v in zip(missing, values)}}
+        self._prior_layout, self._priors = layout, priors
         return torch.tensor([self._priors[tuple(t)] for t in tokens])
 
     def _prior_prefix(self, prefix: "Prefix") -> "Prefix":

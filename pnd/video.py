@@ -31,18 +31,60 @@ class VideoReadError(OSError, ValueError):
     """
 
 
-def check_frames(video, name: str = "video") -> None:
-    """Raise a ValueError naming the fix if in-memory frames (a tensor, an array or a list of frames) hold no frame.
+def check_frames(video, where: str | None = None) -> None:
+    """Raise a ValueError naming the fix for in-memory frames pnd cannot caption or score as given.
+
+    Accepted: a (frames, 3, H, W) tensor or array (channels last too) of uint8 0-255 or floats 0-255, or a list of
+    frames. Refused: no frame; another number of dimensions (a batch of videos is a list of them); NaN or inf; floats
+    in [0, 1] (transformers' processors would rescale them once more, to a black video) or outside [0, 255] (already
+    normalized frames). `where` names the video in the message (e.g. "videos[2]").
 
     Example:
         >>> check_frames(torch.zeros(0, 3, 32, 32))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ValueError: video has 0 frames: pass at least one frame, ...
+        >>> check_frames(torch.rand(4, 3, 32, 32))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: video holds floats in [0, 1]...
     """
+    name = f"{where}: video" if where else "video"
     frames = video.shape[0] if getattr(video, "ndim", 0) > 0 else len(video) if isinstance(video, (list, tuple)) else 1
     if frames == 0:
         raise ValueError(f"{name} has 0 frames: pass at least one frame, as a (frames, 3, H, W) tensor with frames >= 1 "
                          "(pnd.video.read_video(path, frames=8) samples frames from a file).")
+    if not isinstance(video, (torch.Tensor, np.ndarray)):
+        return
+    values = torch.as_tensor(video)
+    if values.ndim != 4:
+        raise ValueError(f"{name} has shape {tuple(values.shape)}: pass one video as a (frames, 3, H, W) tensor (a "
+                         "batch of videos is a list of such tensors).")
+    if not values.is_floating_point():
+        return
+    if not torch.isfinite(values).all():
+        raise ValueError(f"{name} holds non-finite values (NaN or inf): pass frames of pixel values in 0-255.")
+    low, high = float(values.min()), float(values.max())
+    if low < 0 or high > 255:
+        raise ValueError(f"{name} holds values from {low:g} to {high:g}: pass pixel values in 0-255 (uint8, or float), "
+                         "before any normalization (the processor normalizes them).")
+    if 0 < high <= 1:
+        raise ValueError(f"{name} holds floats in [0, 1]: pnd takes pixel values in 0-255 (the processor rescales them "
+                         "by 1/255): pass (video * 255).round().to(torch.uint8).")
+
+
+def check_pixels(inputs: dict, keys, where: str) -> None:
+    """A ValueError naming the input if one of the pixel tensors `keys` of `inputs` holds NaN or inf (a result
+    computed next to it would be NaN, and nothing computed from it may be kept).
+
+    Example:
+        >>> check_pixels({"pixel_values": torch.tensor([float("nan")])}, ["pixel_values"], "generate")
+        Traceback (most recent call last):
+        ValueError: generate: pixel_values holds non-finite values (NaN or inf); check the video or image it was built from.
+    """
+    for key in keys:
+        value = inputs.get(key)
+        if torch.is_tensor(value) and value.is_floating_point() and not torch.isfinite(value).all():
+            raise ValueError(f"{where}: {key} holds non-finite values (NaN or inf); check the video or image it was "
+                             "built from.")
 
 
 def uniform_indices(total: int, frames: int) -> list[int]:

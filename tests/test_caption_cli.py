@@ -169,6 +169,25 @@ def test_resume_keys_on_the_resolved_path_from_any_folder(videos, tmp_path, monk
     assert len(records(out)) == 2
 
 
+def test_one_id_for_two_videos_is_refused_naming_both_rows(videos, tmp_path):
+    """ids key the records: two different videos under one id would lose one, so the run stops before it starts and
+    names both rows; the same video under one id twice stays a warning."""
+    manifest = tmp_path / "dup.jsonl"
+    manifest.write_text(json.dumps({"video": str(videos / "videos" / "a.mp4"), "id": "a"}) + "\n"
+                        + json.dumps({"video": str(videos / "videos" / "c.mp4"), "id": "a"}) + "\n")
+    out = tmp_path / "o.jsonl"
+    result = caption(manifest, "--out", out)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert f"{manifest}, row 1 and {manifest}, row 2 both have the id 'a'" in result.stderr
+    assert "a.mp4" in result.stderr and "c.mp4" in result.stderr and not out.exists()
+    manifest.write_text(json.dumps({"video": str(videos / "videos" / "a.mp4"), "id": "a"}) + "\n"
+                        + json.dumps({"video": "videos/../videos/a.mp4", "id": "a"}) + "\n")
+    os.symlink(videos / "videos", tmp_path / "videos")
+    from pnd.cli.inputs import read_inputs
+
+    assert [item.id for item in read_inputs([manifest])] == ["a"]
+
+
 def test_a_second_run_on_the_same_out_is_refused(videos, tmp_path, no_model):
     from pnd.cli.records import PartWriter
 

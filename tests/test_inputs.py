@@ -62,3 +62,76 @@ def test_a_prefill_strategy_in_the_processor_slot_says_to_name_it(tiny):
     with pytest.raises(TypeError, match=r"pnd.attach\(model, prefill='own_call'\)"):
         pnd.attach(model, "own_call")
     assert not hasattr(model, "_pnd")
+
+
+def _nan_video(seed=0):
+    video = random_video(seed).float()
+    video[0, 0, 0, 0] = float("nan")
+    return video
+
+
+def test_a_non_finite_video_is_refused_and_leaves_the_scorer_as_it_was(tiny):
+    """A NaN video is an error naming it, before any forward; a scorer that met one (first call: no caption prior
+    cached yet) scores the next videos as a fresh scorer does. So do pixel inputs of a prompt built elsewhere."""
+    model, processor = tiny("llava_onevision")
+    captions, good = ["a red circle", "a blue square moving"], random_video(1)
+    fresh = pnd.CaptionScorer(model, processor).score([good], captions)
+    scorer = pnd.CaptionScorer(model, processor)
+    with pytest.raises(ValueError, match=r"videos\[1\]: video holds non-finite values \(NaN or inf\)"):
+        scorer.score([good, _nan_video()], captions)
+    inputs = processor(text=[scorer.prompt_text], videos=[random_video(2)], return_tensors="pt")
+    inputs["pixel_values_videos"][0, 0, 0, 0, 0] = float("inf")
+    with pytest.raises(ValueError, match="CaptionScorer: pixel_values_videos holds non-finite values"):
+        scorer.score_prompt(inputs, captions)
+    assert torch.equal(scorer.score([good], captions), fresh) and torch.isfinite(fresh).all()
+
+
+@pytest.mark.parametrize("video, message", [
+    (random_video(0).float() / 255, r"videos\[0\]: video holds floats in \[0, 1\]: pnd takes pixel values in 0-255"),
+    (random_video(0).float() / 127.5 - 1, r"videos\[0\]: video holds values from -1 to 1: pass pixel values in 0-255"),
+    (random_video(0)[None], r"videos\[0\]: video has shape \(1, 4, 3, 56, 56\): pass one video as a \(frames, 3, H,"),
+])
+def test_videos_in_a_layout_or_range_pnd_does_not_take_are_refused(tiny, video, message):
+    """Frames as tensors: uint8 or float in 0-255 (the same video: scores within the processor's resampling of one
+    dtype or the other); floats in [0, 1] (which the processor would rescale to a black video), normalized frames
+    and a batch dimension are errors that say what to pass."""
+    model, processor = tiny("llava_onevision")
+    scorer = pnd.CaptionScorer(model, processor)
+    uint8 = random_video(0)
+    scores = [scorer.score([v], ["a red circle"]) for v in (uint8, uint8.float(), torch.zeros_like(uint8))]
+    torch.testing.assert_close(scores[1], scores[0], atol=0.01, rtol=0)
+    assert (scores[2] - scores[0]).abs().max() > 0.1  # a black video scores otherwise
+    with pytest.raises(ValueError, match=message):
+        scorer.score([video], ["a red circle"])
+
+
+def test_a_caption_longer_than_the_models_positions_is_refused(tiny):
+    model, processor = tiny("llava_onevision")
+    scorer = pnd.CaptionScorer(model, processor)
+    limit = model.config.text_config.max_position_embeddings
+    long = " ".join(["red"] * limit)
+    with pytest.raises(ValueError, match=rf"Caption 1 has \d+ tokens: .* more than the model's {limit} "
+                                         r"\(max_position_embeddings\)"):
+        scorer.score([random_video(0)], ["a red circle", long])
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.0])
+def test_generate_refuses_nan_pixels_and_video_tokens_without_pixels(tiny, alpha):
+    """At alpha > 0, before any work: non-finite pixel values, and a prompt whose video tokens came without their
+    pixels (the model would caption a video it never got); alpha = 0 stays plain generate."""
+    from pnd.testing import tiny_inputs
+
+    model, processor = tiny("llava_onevision")
+    pnd.attach(model)
+    inputs = tiny_inputs(processor, "llava_onevision")
+    kwargs = dict(max_new_tokens=2, logits_processor=[pnd.PriorNormalized(alpha)])
+    nan = dict(inputs, pixel_values_videos=inputs["pixel_values_videos"].clone())
+    nan["pixel_values_videos"][0, 0, 0, 0, 0] = float("nan")
+    no_pixels = {k: v for k, v in inputs.items() if k != "pixel_values_videos"}
+    if alpha == 0:
+        model.generate(**nan, **kwargs)
+        return
+    with pytest.raises(ValueError, match="generate: pixel_values_videos holds non-finite values"):
+        model.generate(**nan, **kwargs)
+    with pytest.raises(ValueError, match="The prompt holds image/video tokens but generate got none of"):
+        model.generate(**no_pixels, **kwargs)

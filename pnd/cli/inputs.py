@@ -50,30 +50,38 @@ class InputsError(ValueError):
 
 
 def read_inputs(sources: list[str | Path]) -> list[Item]:
-    """The videos `sources` name, each once (the first naming wins; repeats are reported on stderr)."""
-    items = []
+    """The videos `sources` name, each once (the first naming wins; repeats are reported on stderr).
+
+    Raises:
+        InputsError: for one id given to two different videos (ids key the records: one would be lost).
+    """
+    named: list[tuple[Item, str]] = []  # each item, and where it was named
     for source in map(Path, sources):
         if source.is_file() and source.suffix.lower() in MANIFESTS:
-            items += _manifest(source)
+            named += _manifest(source)
         elif source.is_file() and source.suffix.lower() in LISTS:
             lines = [line.strip() for line in source.read_text().splitlines()]
-            items += [_item(source.parent / line) for line in lines if line and not line.startswith("#")]
+            named += [(_item(source.parent / line), f"{source}, line {number}")
+                      for number, line in enumerate(lines, 1) if line and not line.startswith("#")]
         else:
-            items += [_item(path) for path in list_videos([source])]
-    first: dict[str, Item] = {}
-    for item in items:
-        first.setdefault(item.id, item)
-    unique = list(first.values())
-    if len(unique) < len(items):
-        print(f"pnd: {len(items) - len(unique)} video(s) named more than once; each is captioned once", file=sys.stderr)
-    return unique
+            named += [(_item(path), str(path)) for path in list_videos([source])]
+    first: dict[str, tuple[Item, str]] = {}
+    for item, where in named:
+        earlier, earlier_where = first.setdefault(item.id, (item, where))
+        if Path(earlier.video).resolve() != Path(item.video).resolve():
+            raise InputsError(f"{earlier_where} and {where} both have the id {item.id!r} but name different videos "
+                              f"({earlier.video} and {item.video}): an id keys one record, so one of them would be "
+                              "lost. Give each video its own id.")
+    if len(first) < len(named):
+        print(f"pnd: {len(named) - len(first)} video(s) named more than once; each is captioned once", file=sys.stderr)
+    return [item for item, _ in first.values()]
 
 
 def _item(path: Path, prompt: str | None = None, id: str | None = None) -> Item:
     return Item(str(path.resolve()) if id is None else str(id), str(path), prompt)
 
 
-def _manifest(path: Path) -> list[Item]:
+def _manifest(path: Path) -> list[tuple[Item, str]]:
     rows = _rows(path)
     items = []
     for number, row in enumerate(rows, 1):
@@ -84,7 +92,7 @@ def _manifest(path: Path) -> list[Item]:
             raise InputsError(f"{path}, row {number}: 'prompt' must be a non-empty text, got {prompt!r}; leave it "
                               "out to use --prompt.")
         video_path = Path(video) if Path(video).is_absolute() else path.parent / video
-        items.append(_item(video_path, prompt, row.get("id")))
+        items.append((_item(video_path, prompt, row.get("id")), f"{path}, row {number}"))
     return items
 
 
