@@ -7,10 +7,46 @@ Example:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
-from .architectures import architecture_for
+from .architectures import architecture_for, supported_model_types
+from .architectures.refused import REFUSED
 from .extras import require
+from .layers import layer_plan
+
+
+def check_model_source(name_or_path: str) -> None:
+    """Resolve a model name or folder to its config, without loading weights: a ValueError of one line naming it and
+    what pnd expected, before a command loads or writes anything.
+
+    A name that exists on disk, is absolute, starts with `.` or `~`, or has more than one `/` is a folder; another
+    name is a Hugging Face id (its config is fetched, or read from the local cache).
+
+    Example:
+        >>> check_model_source("/no/such/folder")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: --model /no/such/folder: no such folder; pass a folder saved with save_pretrained or ...
+    """
+    from transformers import AutoConfig
+
+    path = Path(name_or_path).expanduser()
+    local = path.exists() or path.is_absolute() or name_or_path.startswith((".", "~")) or name_or_path.count("/") > 1
+    if local and not path.is_dir():
+        what = "is a file, not a model folder" if path.exists() else "no such folder"
+        raise ValueError(f"--model {name_or_path}: {what}; pass a folder saved with save_pretrained or a Hugging Face "
+                         "id.")
+    try:
+        config = AutoConfig.from_pretrained(str(path) if local else name_or_path)
+    except (OSError, ValueError) as error:
+        reason = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+        raise ValueError(f"--model {name_or_path}: no model config could be read ({reason}).") from None
+    if config.model_type not in supported_model_types():
+        why = REFUSED.get(config.model_type, "not an image or video-text-to-text model pnd supports")
+        raise ValueError(f"--model {name_or_path} is a {config.model_type!r} model ({why}); pnd needs an image or "
+                         "video-text-to-text model of a type `pnd models` lists.")
+    layer_plan(config.get_text_config(decoder=True))  # a layer type pnd has no rule for: refused by name
 
 
 def load_model(name_or_path: str, device: str = "cpu", dtype: str = "auto", load_in_4bit: bool = False,

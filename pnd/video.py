@@ -76,9 +76,9 @@ def check_pixels(inputs: dict, keys, where: str) -> None:
     computed next to it would be NaN, and nothing computed from it may be kept).
 
     Example:
-        >>> check_pixels({"pixel_values": torch.tensor([float("nan")])}, ["pixel_values"], "generate")
+        >>> check_pixels({"pixel_values": torch.tensor([float("nan")])}, ["pixel_values"], "generate")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
-        ValueError: generate: pixel_values holds non-finite values (NaN or inf); check the video or image it was built from.
+        ValueError: generate: pixel_values holds non-finite values (NaN or inf); check the video or image it was ...
     """
     for key in keys:
         value = inputs.get(key)

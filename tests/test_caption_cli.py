@@ -188,6 +188,35 @@ def test_one_id_for_two_videos_is_refused_naming_both_rows(videos, tmp_path):
     assert [item.id for item in read_inputs([manifest])] == ["a"]
 
 
+@pytest.fixture(scope="module")
+def text_only_model(tmp_path_factory):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("llama")
+    config = LlamaConfig(vocab_size=100, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    return folder
+
+
+def test_model_folders_are_resolved_before_anything_is_written(videos, tmp_path, text_only_model):
+    """--model is resolved before any load or write: a missing folder (absolute or relative), a file, a text-only
+    model are one line naming the path and what was expected; --out under a file is one line too."""
+    (tmp_path / "afile").write_text("")
+    cases = [(["--model", tmp_path / "missing"], "missing: no such folder"),
+             (["--model", "./missing"], "--model ./missing: no such folder"),
+             (["--model", tmp_path / "afile"], "afile: is a file, not a model folder"),
+             (["--model", text_only_model], "is a 'llama' model (not an image or video-text-to-text model pnd "
+                                             "supports); pnd needs an image or video-text-to-text model"),
+             (["--out", tmp_path / "afile" / "x.jsonl"], "afile is a file, not a folder; pick another --out")]
+    for args, message in cases:
+        out = tmp_path / "out" / "c.jsonl"
+        result = subprocess.run([SCRIPT, "caption", videos / "videos" / "a.mp4", "--out", out, *map(str, args)],
+                                capture_output=True, text=True, cwd=tmp_path)
+        assert result.returncode == 1 and message in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
 def test_a_second_run_on_the_same_out_is_refused(videos, tmp_path, no_model):
     from pnd.cli.records import PartWriter
 
@@ -268,6 +297,35 @@ def test_sigint_stops_cleanly_and_says_how_to_resume(videos, tmp_path):
     os.link(videos / "videos" / "a.mp4", many / "04.mp4")
     assert main_caption(many, "--out", out, "--max-new-tokens", 32) == 0
     assert sorted(r["video"] for r in records(out)) == sorted(str(p) for p in many.iterdir())
+
+
+def test_sigterm_stops_like_sigint_with_its_workers(videos, tmp_path):
+    """SIGTERM (a scheduler's stop) as SIGINT: exit 143, one line saying how to resume or merge, the captions done
+    kept, and the DataLoader workers gone with the run (none orphaned)."""
+    import psutil
+
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(6):
+        if i != 4:
+            os.link(videos / "videos" / "a.mp4", many / f"{i:02d}.mp4")
+    os.mkfifo(many / "04.mp4")  # never written: the run is still going when the signal comes
+    out = tmp_path / "captions.jsonl"
+    process = subprocess.Popen([SCRIPT, "caption", many, "--out", out, "--batch-size", "1", "--workers", "2",
+                                "--max-new-tokens", "4"], stderr=subprocess.PIPE, text=True)
+    part = tmp_path / "captions.jsonl.part-00000"
+    deadline = time.time() + 120
+    while not (part.exists() and part.read_text().count("\n") >= 4) and time.time() < deadline:
+        time.sleep(0.05)
+    workers = psutil.Process(process.pid).children(recursive=True)
+    assert workers, "the run has DataLoader workers"
+    process.send_signal(signal.SIGTERM)
+    stderr = process.communicate(timeout=60)[1]
+    assert process.returncode == 143 and "Traceback" not in stderr, stderr
+    assert "terminated" in stderr and "Run the same command again" in stderr and "pnd merge --out" in stderr
+    assert len(records(part)) == 4  # the first window of four batches
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, f"workers left running: {alive}"
 
 
 def test_batches_of_one_prompt_and_similar_length_give_the_records_of_one_video_at_a_time(videos, tmp_path,

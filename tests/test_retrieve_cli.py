@@ -264,9 +264,11 @@ def test_a_rerun_scores_nothing_again_and_refuses_rows_of_other_settings(setup, 
         main_retrieve(setup, "--out", "out", "--alpha", "0.5")
 
 
-def test_sigint_stops_cleanly_keeps_the_rows_and_says_how_to_resume(setup, tmp_path):
-    """SIGINT while the run waits on its third video (a FIFO that never gets a writer, so the run is still going
-    on any machine): exit 130, no traceback, two rows kept; the same command again scores the rest."""
+@pytest.mark.parametrize("stop, status, word", [(signal.SIGINT, 130, "interrupted"),
+                                                (signal.SIGTERM, 143, "terminated")])
+def test_sigint_stops_cleanly_keeps_the_rows_and_says_how_to_resume(setup, tmp_path, stop, status, word):
+    """SIGINT (or SIGTERM) while the run waits on its third video (a FIFO that never gets a writer, so the run is still
+    going on any machine): exit 130 (143), no traceback, two rows kept; the same command again scores the rest."""
     many = tmp_path / "many"
     many.mkdir()
     for i in range(6):  # hard links: distinct paths, so distinct videos
@@ -280,12 +282,24 @@ def test_sigint_stops_cleanly_keeps_the_rows_and_says_how_to_resume(setup, tmp_p
     deadline = time.time() + 120
     while lines(part) < 2 and time.time() < deadline:
         time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     stderr = process.communicate(timeout=60)[1]
-    assert process.returncode == 130 and "Traceback" not in stderr, stderr
-    assert "interrupted" in stderr and "Run the same command again" in stderr
+    assert process.returncode == status and "Traceback" not in stderr, stderr
+    assert word in stderr and "Run the same command again" in stderr
     assert lines(part) == 2
     (many / "02.mp4").unlink()
     os.link(setup / "videos" / "v2.mp4", many / "02.mp4")
     assert main_retrieve(setup, "--out", out, videos=many) == 0
     assert lines(out / "rows.jsonl") == 6 and torch.load(out / "scores.pt")["normalized"].shape == (6, 3)
+
+
+@pytest.mark.parametrize("command", ["retrieve", "explain"])
+def test_a_missing_model_folder_is_one_line_before_any_write(setup, tmp_path, command):
+    """As for pnd caption: --model is resolved before anything loads or is written."""
+    out = tmp_path / "out"
+    args = {"retrieve": [setup / "videos", "--captions", setup / "captions.jsonl"],
+            "explain": [setup / "videos" / "v0.mp4"]}[command]
+    result = subprocess.run([SCRIPT, command, *map(str, args), "--model", str(tmp_path / "missing"), "--out", str(out)],
+                            capture_output=True, text=True)
+    assert result.returncode == 1 and "missing: no such folder" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()

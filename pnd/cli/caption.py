@@ -39,7 +39,9 @@ from pathlib import Path
 import torch
 
 from ..captioning import generate_captions
+from ..loading import check_model_source
 from ..logits_processor import PriorNormalized
+from . import stopped_by
 from .inputs import InputsError, Item, VideoFrames, read_inputs
 from .launch import Launch, add_model_arguments, load_for_rank
 from .records import PartWriter, RecordsError, finished_ids, merge
@@ -77,6 +79,8 @@ def check_arguments(args) -> Path:
         fail("choose one of --load-in-4bit and --load-in-8bit.")
     try:
         PriorNormalized(args.alpha, plausibility=args.plausibility)
+        if args.model:
+            check_model_source(args.model)
     except ValueError as error:
         fail(str(error))
     return check_output_file(Path(args.out))
@@ -86,6 +90,9 @@ def check_output_file(out: Path) -> Path:
     """--out must be a file pnd can write next to and, if it exists, a captions file (checked, not touched)."""
     if out.is_dir():
         fail(f"--out {out} is a folder; name a file, e.g. --out {out / 'captions.jsonl'}.")
+    blocking = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        fail(f"--out {out}: {blocking} is a file, not a folder; pick another --out.")
     out.parent.mkdir(parents=True, exist_ok=True)
     if not os.access(out.parent, os.W_OK) or not out.parent.stat().st_mode & 0o222:
         fail(f"--out {out}: the folder {out.parent} is read-only; pick a writable one.")
@@ -136,11 +143,12 @@ def caption_shard(args, out: Path, items: list[Item], launch: Launch) -> int:
     try:
         with part:
             caption_items(args, launch.shard(pending), part, failed, launch)
-    except KeyboardInterrupt:
-        print(f"pnd caption: interrupted; the {part.written} caption(s) of this run are kept in {part.path}. Run the "
+    except KeyboardInterrupt as interruption:  # Ctrl-C, or SIGTERM (pnd.cli.Terminated)
+        how, status = stopped_by(interruption)
+        print(f"pnd caption: {how}; the {part.written} caption(s) of this run are kept in {part.path}. Run the "
               f"same command again to caption the rest, or `pnd merge --out {out}` to put what is done into {out}.",
               file=sys.stderr)
-        return 130
+        return status
     launch.barrier()  # every part is complete
     if launch.rank == 0:
         total = merge(out, order=[item.id for item in items])

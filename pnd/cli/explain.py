@@ -50,7 +50,7 @@ def _optional_float(text: str) -> float | None:
 def run(args) -> int:
     from ..demo import DEMO_MODEL
     from ..explain import explain
-    from ..loading import load_model
+    from ..loading import check_model_source, load_model
     from ..logits_processor import PriorNormalized
     from ..paired import attach
     from ..prompts import video_prompt
@@ -58,6 +58,8 @@ def run(args) -> int:
 
     try:
         PriorNormalized(args.alpha, plausibility=args.plausibility)  # bad values fail before the model loads
+        if args.model:
+            check_model_source(args.model)
         path = Path(args.visual)
         is_image = path.is_file() and path.suffix.lower() in FRAME_SUFFIXES
         visual = _read_image(path) if is_image else read_video(path, args.frames)

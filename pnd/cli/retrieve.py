@@ -29,9 +29,11 @@ from typing import NamedTuple
 import torch
 
 from ..extras import pyplot
+from ..loading import check_model_source
 from ..logits_processor import check_alpha_and_prior
 from ..ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics, sinkhorn
 from ..video import list_videos
+from . import stopped_by
 from .inputs import VideoFrames
 from .launch import Launch, add_model_arguments, load_for_rank
 from .records import Kind, PartWriter, RecordsError, finished_records, merge, read_records
@@ -120,11 +122,15 @@ def check_arguments(args) -> None:
         fail("choose one of --load-in-4bit and --load-in-8bit.")
     try:
         check_alpha_and_prior(args.alpha, "masked")
+        check_model_source(args.model)
     except ValueError as error:
         fail(str(error))
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         fail(f"--out {out} is a file; --out is the folder pnd writes scores.pt, rankings.jsonl and metrics.md into.")
+    blocking = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        fail(f"--out {out}: {blocking} is a file, not a folder; pick another --out.")
     existing = next(p for p in [out, *out.parents] if p.exists())
     if not os.access(existing, os.W_OK) or not existing.stat().st_mode & 0o222:
         fail(f"--out {out}: {existing} is read-only; pick a writable folder.")
@@ -189,10 +195,11 @@ def score_shard(args, out: Path, paths: list[Path], rows: Rows, launch: Launch, 
     try:
         with part:
             score_videos(args, paths, ids, launch.shard(pending), rows, part, failed, launch)
-    except KeyboardInterrupt:
-        print(f"pnd retrieve: interrupted; the {part.written} row(s) of this run are kept in {part.path}. Run the "
+    except KeyboardInterrupt as interruption:  # Ctrl-C, or SIGTERM (pnd.cli.Terminated)
+        how, status = stopped_by(interruption)
+        print(f"pnd retrieve: {how}; the {part.written} row(s) of this run are kept in {part.path}. Run the "
               "same command again to score the rest.", file=sys.stderr)
-        return 130
+        return status
     launch.barrier()  # every part is complete
     status = 1 if failed else 0
     if launch.rank == 0:
