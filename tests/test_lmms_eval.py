@@ -329,3 +329,41 @@ def test_pnd_hf_batches_smolvlm_documents(tmp_path):
     batched = lm.generate_until(requests)
     lm.batch_size_per_gpu = 1
     assert batched == lm.generate_until(requests)
+
+
+def test_a_failing_document_neither_stops_nor_changes_the_others(tmp_path, capsys):
+    """A document whose video cannot be read, batched with good ones: the others get the answers and losses they get
+    alone, the bad one an empty answer / infinite losses, and each call names it and says how many failed."""
+    from types import SimpleNamespace
+
+    from helpers import write_mp4
+    from pnd.integrations.lmms_eval import PndHf
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model("llava_onevision")
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    for name in ("a.mp4", "c.mp4"):
+        write_mp4(tmp_path / name, 4)
+    (tmp_path / "b.mp4").write_bytes(b"not a video")
+    lm = PndHf(pretrained=str(tmp_path / "model"), alpha=ALPHA, max_frames_num=4, device="cpu", batch_size=3)
+    lm.task_dict = {"t": {"test": [{"video": str(tmp_path / n)} for n in ("a.mp4", "b.mp4", "c.mp4")]}}
+    visual = lambda doc: [doc["video"]]  # noqa: E731
+    question, choices = "What is shown?", [" a grey square", " nothing"]
+
+    def generate(docs):
+        return lm.generate_until([SimpleNamespace(args=(question, {"max_new_tokens": 3}, visual, d, "t", "test"))
+                                  for d in docs])
+
+    def losses(docs):
+        return [loss for loss, _ in lm.loglikelihood([SimpleNamespace(args=(question, c, visual, d, "t", "test"))
+                                                      for d in docs for c in choices])]
+
+    answers, scored = generate([0, 1, 2]), losses([0, 1, 2])
+    err = capsys.readouterr().err
+    assert "pnd: document t/test/1 failed" in err and "b.mp4" in err
+    assert "pnd generate_until: 1 document(s) of 3 request(s) failed" in err
+    assert "pnd loglikelihood: 1 document(s) of 6 request(s) failed" in err
+    assert answers == [generate([0])[0], "", generate([2])[0]]
+    assert scored[2:4] == [float("inf")] * 2
+    np.testing.assert_allclose(scored[:2] + scored[4:], losses([0]) + losses([2]), atol=1e-5)

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 
 import torch
@@ -86,6 +87,7 @@ class PndHf(lmms):
         self._device = self.model.device  # lmms-eval's clean() deletes the model, the device stays needed
         self.tokenizer = self.processor.tokenizer
         self._scorer = None
+        self._failures: list[str] = []  # documents of the current call that failed (reported at its end)
         _keep_loglikelihood_pairs()
 
     @property
@@ -136,28 +138,58 @@ class PndHf(lmms):
                 batches.append([i])
         bar = tqdm(total=len(requests), desc="pnd generate_until", disable=self.rank != 0)
         for batch in batches:
-            documents = []
-            for i in batch:
-                context, _, doc_to_visual, doc_id, task, split = requests[i].args
-                documents.append((context, self._visuals(doc_to_visual, task, split, doc_id)[1]))
-            gen_kwargs = requests[batch[0]].args[1]
-            inputs = self._batch_inputs(documents)
-            until = gen_kwargs.get("until") or []
-            temperature = gen_kwargs.get("temperature") or 0
-            tokens = self.model.generate(
-                **inputs, do_sample=temperature > 0, temperature=temperature if temperature > 0 else None,
-                top_p=gen_kwargs.get("top_p"), num_beams=gen_kwargs.get("num_beams", 1),
-                max_new_tokens=gen_kwargs.get("max_new_tokens", 1024), pad_token_id=self.tokenizer.eos_token_id,
-                eos_token_id=self.tokenizer.eos_token_id, logits_processor=[self.normalizer],
-            )
-            texts = self.tokenizer.batch_decode(tokens[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
-            for i, text in zip(batch, texts):
-                for stop in [until] if isinstance(until, str) else until:
-                    text = text.split(stop)[0]
-                outputs[i] = text
+            decoded = self._each_document(lambda items: self._decode(requests, items), batch,
+                                          lambda i: requests[i].args[3:])
+            for i, text in zip(batch, decoded):
+                outputs[i] = "" if text is None else text  # a failed document: an empty answer (reported)
             bar.update(len(batch))
         bar.close()
+        self._report_failures("generate_until", len(requests))
         return outputs
+
+    def _decode(self, requests, batch: list[int]) -> list[str]:
+        """The answers of the documents `batch` (indices into `requests`, same generation kwargs), decoded together."""
+        documents = []
+        for i in batch:
+            context, _, doc_to_visual, doc_id, task, split = requests[i].args
+            documents.append((context, self._visuals(doc_to_visual, task, split, doc_id)[1]))
+        gen_kwargs = requests[batch[0]].args[1]
+        inputs = self._batch_inputs(documents)
+        until = gen_kwargs.get("until") or []
+        temperature = gen_kwargs.get("temperature") or 0
+        tokens = self.model.generate(
+            **inputs, do_sample=temperature > 0, temperature=temperature if temperature > 0 else None,
+            top_p=gen_kwargs.get("top_p"), num_beams=gen_kwargs.get("num_beams", 1),
+            max_new_tokens=gen_kwargs.get("max_new_tokens", 1024), pad_token_id=self.tokenizer.eos_token_id,
+            eos_token_id=self.tokenizer.eos_token_id, logits_processor=[self.normalizer],
+        )
+        texts = []
+        for text in self.tokenizer.batch_decode(tokens[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True):
+            for stop in [until] if isinstance(until, str) else until:
+                text = text.split(stop)[0]
+            texts.append(text)
+        return texts
+
+    def _each_document(self, run, items: list, document_of) -> list:
+        """`run(items)`, one result per item; where a document's input is bad (an unreadable video, a refused input:
+        a ValueError), each item alone, a failing one getting None and a line on stderr naming its document
+        (`document_of(item)`: doc_id, task, split), so that one bad document never stops or changes the others."""
+        try:
+            return run(items)
+        except ValueError as error:  # pnd.video.VideoReadError is one too
+            if len(items) > 1:
+                return [self._each_document(run, [item], document_of)[0] for item in items]
+            doc_id, task, split = document_of(items[0])[:3]
+            self._failures.append(f"{task}/{split}/{doc_id}")
+            print(f"pnd: document {task}/{split}/{doc_id} failed ({error}); it is left out of the scoring "
+                  "(generate_until: an empty answer; loglikelihood: an infinite loss for every choice)", file=sys.stderr)
+            return [None]
+
+    def _report_failures(self, kind: str, total: int) -> None:
+        if self._failures:
+            print(f"pnd {kind}: {len(self._failures)} document(s) of {total} request(s) failed, each named above with "
+                  f"its reason: {', '.join(self._failures)}", file=sys.stderr)
+        self._failures = []
 
     def loglikelihood(self, requests) -> list[tuple[float, bool]]:
         """(loss, is_greedy) per request, in lmms-eval's convention: multiple_choice takes the argmin of the loss.
@@ -184,18 +216,27 @@ class PndHf(lmms):
         # a recurrent layer's state would take a batch's left padding in (Qwen3.5): one document per call there
         step = 1 if has_recurrent_layers(self.model.config.get_text_config(decoder=True)) else self.batch_size_per_gpu
         for start in range(0, len(documents), step):
-            batch, prompts, answers = documents[start : start + step], [], []
-            for (task, split, doc_id, context), indices in batch:
-                doc, visuals = self._visuals(requests[indices[0]].args[2], task, split, doc_id)
-                prompts.append((context, visuals))
-                answers.append([c if isinstance(c, str) else c(doc) for c in (requests[i].args[1] for i in indices)])
-            scores = self._scorer.score_prompts(self._batch_inputs(prompts), answers)
+            batch = documents[start : start + step]
+            scores = self._each_document(lambda items: self._score_documents(requests, items), batch,
+                                         lambda document: (document[0][2], *document[0][:2]))
             for (_, indices), document_scores in zip(batch, scores):
-                for i, score in zip(indices, document_scores.tolist()):
-                    losses[i] = (-score, False)
+                values = [float("inf")] * len(indices) if document_scores is None else [-x for x in document_scores]
+                for i, loss in zip(indices, values):
+                    losses[i] = (loss, False)
             bar.update(len(batch))
         bar.close()
+        self._report_failures("loglikelihood", len(requests))
         return losses
+
+    def _score_documents(self, requests, batch: list) -> list[list[float]]:
+        """The normalized scores of each document's choices; `batch` holds ((task, split, doc_id, context), request
+        indices) pairs, their prompts run in one left-padded forward call."""
+        prompts, answers = [], []
+        for (task, split, doc_id, context), indices in batch:
+            doc, visuals = self._visuals(requests[indices[0]].args[2], task, split, doc_id)
+            prompts.append((context, visuals))
+            answers.append([c if isinstance(c, str) else c(doc) for c in (requests[i].args[1] for i in indices)])
+        return [scores.tolist() for scores in self._scorer.score_prompts(self._batch_inputs(prompts), answers)]
 
     def generate_until_multi_round(self, requests):
         raise NotImplementedError("pnd's lmms-eval models do not support multi-round generation.")
