@@ -17,25 +17,7 @@ import sys
 import threading
 
 from ..extras import MissingExtra
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the running command so that it stops as on Ctrl-C: parts flushed, one line saying how to
-    resume, DataLoader workers shut down with it; the command then exits with 143 (128 + SIGTERM)."""
-
-
-def _terminate(signum, frame):
-    raise Terminated()
-
-
-def stopped_by(interruption: KeyboardInterrupt) -> tuple[str, int]:
-    """How an interrupted command says it stopped, and its exit status: ("terminated", 143) or ("interrupted", 130).
-
-    Example:
-        >>> stopped_by(Terminated())
-        ('terminated', 143)
-    """
-    return ("terminated", 143) if isinstance(interruption, Terminated) else ("interrupted", 130)
+from .signals import terminate
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(lines))
         return 0
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
+    previous = signal.signal(signal.SIGTERM, terminate) if in_main_thread else None
     try:
         return subcommands[args.command][0].run(args)
     except MissingExtra as error:

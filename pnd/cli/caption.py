@@ -41,7 +41,7 @@ import torch
 from ..captioning import generate_captions
 from ..loading import check_model_source
 from ..logits_processor import PriorNormalized
-from . import stopped_by
+from .signals import stopped_by
 from .inputs import InputsError, Item, VideoFrames, read_inputs
 from .launch import Launch, add_model_arguments, load_for_rank
 from .records import PartWriter, RecordsError, finished_ids, merge

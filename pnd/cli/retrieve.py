@@ -33,7 +33,7 @@ from ..loading import check_model_source
 from ..logits_processor import check_alpha_and_prior
 from ..ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics, sinkhorn
 from ..video import list_videos
-from . import stopped_by
+from .signals import stopped_by
 from .inputs import VideoFrames
 from .launch import Launch, add_model_arguments, load_for_rank
 from .records import Kind, PartWriter, RecordsError, finished_records, merge, read_records
