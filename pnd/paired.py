@@ -276,8 +276,9 @@ def _check_visual_inputs(model, architecture, args: tuple, kwargs: dict) -> None
     given = any(kwargs.get(key) is not None for key in (*architecture.pixel_keys, "mm_encoder_outputs"))
     continued = kwargs.get("past_key_values") is not None  # a conversation goes on without its pixels (§4)
     if prompt is not None and not given and not continued and architecture.placeholder_mask(model.config, prompt).any():
-        raise ValueError(f"The prompt holds image/video tokens but generate got none of {', '.join(architecture.pixel_keys)}:"
-                         " the model would describe a visual input it never got. Pass the processor's outputs whole, "
+        raise ValueError(f"The prompt holds image/video tokens but generate got none of "
+                         f"{', '.join(architecture.pixel_keys)}: the model would describe a visual input it never got. "
+                         "Pass the processor's outputs whole, "
                          "model.generate(**processor(text=..., videos=..., return_tensors='pt'), ...).")
 
 

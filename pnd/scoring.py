@@ -27,8 +27,8 @@ from tqdm.auto import tqdm
 from ._compat import (RecurrentState, attention_implementation, cache_from_layers, has_recurrent_layers, layer_states,
                       map_states)
 from .architectures import architecture_for
-from .layers import layer_plan
 from .architectures.reported import bind_processor
+from .layers import layer_plan
 from .prompts import video_prompt
 from .prior import default_position_ids, masked_prefill, sliding_window
 from .logits_processor import check_alpha_and_prior, real_number
@@ -232,9 +232,11 @@ class CaptionScorer:
     def _check_lengths(self, prefix: "Prefix", tokens: list[list[int]]) -> None:
         """A ValueError for a caption whose last token would sit past the model's positions."""
         limit = getattr(self.model.config.get_text_config(decoder=True), "max_position_embeddings", None)
+        if limit is None:
+            return
         first = int(prefix.next_positions.max())  # the first caption token's position
         for i, t in enumerate(tokens):
-            if limit is not None and first + len(t) > limit:
+            if first + len(t) > limit:
                 raise ValueError(f"Caption {i} has {len(t)} tokens: after the {first}-position prompt it would need "
                                  f"{first + len(t)} positions, more than the model's {limit} "
                                  "(max_position_embeddings). Shorten it.")

@@ -41,10 +41,10 @@ import torch
 from ..captioning import generate_captions
 from ..loading import check_model_source
 from ..logits_processor import PriorNormalized
-from .signals import stopped_by
 from .inputs import InputsError, Item, VideoFrames, read_inputs
 from .launch import Launch, add_model_arguments, load_for_rank
-from .records import PartWriter, RecordsError, finished_ids, merge
+from .records import PartWriter, RecordsError, file_in_the_way, finished_ids, merge
+from .signals import stopped_by
 
 DEMO_MODEL_ID = "pnd-demo"
 WINDOW = 4  # decoded batches sorted together into batches of one prompt and similar length (`length_batches`)
@@ -90,9 +90,8 @@ def check_output_file(out: Path) -> Path:
     """--out must be a file pnd can write next to and, if it exists, a captions file (checked, not touched)."""
     if out.is_dir():
         fail(f"--out {out} is a folder; name a file, e.g. --out {out / 'captions.jsonl'}.")
-    blocking = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
-    if blocking is not None:
-        fail(f"--out {out}: {blocking} is a file, not a folder; pick another --out.")
+    if why := file_in_the_way(out):
+        fail(f"--out {out}: {why}")
     out.parent.mkdir(parents=True, exist_ok=True)
     if not os.access(out.parent, os.W_OK) or not out.parent.stat().st_mode & 0o222:
         fail(f"--out {out}: the folder {out.parent} is read-only; pick a writable one.")

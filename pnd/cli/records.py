@@ -47,6 +47,19 @@ class Kind(NamedTuple):
 CAPTIONS = Kind("caption", ("video", "caption"))
 
 
+def file_in_the_way(out: Path) -> str | None:
+    """Why `out` cannot be created under its parents, or None: a parent that is a file, not a folder.
+
+    Example:
+        >>> import tempfile
+        >>> afile = Path(tempfile.mkstemp()[1])
+        >>> file_in_the_way(afile / "x.jsonl") == f"{afile} is a file, not a folder; pick another --out."
+        True
+    """
+    blocking = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    return None if blocking is None else f"{blocking} is a file, not a folder; pick another --out."
+
+
 def part_path(out: Path, rank: int) -> Path:
     return out.with_name(f"{out.name}{PART}{rank:05d}")
 

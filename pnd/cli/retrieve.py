@@ -33,10 +33,10 @@ from ..loading import check_model_source
 from ..logits_processor import check_alpha_and_prior
 from ..ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics, sinkhorn
 from ..video import list_videos
-from .signals import stopped_by
 from .inputs import VideoFrames
 from .launch import Launch, add_model_arguments, load_for_rank
-from .records import Kind, PartWriter, RecordsError, finished_records, merge, read_records
+from .records import Kind, PartWriter, RecordsError, file_in_the_way, finished_records, merge, read_records
+from .signals import stopped_by
 
 ROWS = "rows.jsonl"  # in --out: one record per video, {"id", "video", "run", "normalized", ...}: what resume skips
 ROW = Kind("score row", ("id", "run", "normalized"))
@@ -128,9 +128,8 @@ def check_arguments(args) -> None:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         fail(f"--out {out} is a file; --out is the folder pnd writes scores.pt, rankings.jsonl and metrics.md into.")
-    blocking = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
-    if blocking is not None:
-        fail(f"--out {out}: {blocking} is a file, not a folder; pick another --out.")
+    if why := file_in_the_way(out):
+        fail(f"--out {out}: {why}")
     existing = next(p for p in [out, *out.parents] if p.exists())
     if not os.access(existing, os.W_OK) or not existing.stat().st_mode & 0o222:
         fail(f"--out {out}: {existing} is read-only; pick a writable folder.")

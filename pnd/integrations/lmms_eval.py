@@ -87,7 +87,6 @@ class PndHf(lmms):
         self._device = self.model.device  # lmms-eval's clean() deletes the model, the device stays needed
         self.tokenizer = self.processor.tokenizer
         self._scorer = None
-        self._failures: list[str] = []  # documents of the current call that failed (reported at its end)
         _keep_loglikelihood_pairs()
 
     @property
@@ -137,14 +136,15 @@ class PndHf(lmms):
             else:
                 batches.append([i])
         bar = tqdm(total=len(requests), desc="pnd generate_until", disable=self.rank != 0)
+        failed: list[str] = []
         for batch in batches:
             decoded = self._each_document(lambda items: self._decode(requests, items), batch,
-                                          lambda i: requests[i].args[3:])
+                                          lambda i: _document_name(*requests[i].args[3:]), failed)
             for i, text in zip(batch, decoded):
                 outputs[i] = "" if text is None else text  # a failed document: an empty answer (reported)
             bar.update(len(batch))
         bar.close()
-        self._report_failures("generate_until", len(requests))
+        _report_failures("generate_until", failed, len(requests))
         return outputs
 
     def _decode(self, requests, batch: list[int]) -> list[str]:
@@ -170,26 +170,19 @@ class PndHf(lmms):
             texts.append(text)
         return texts
 
-    def _each_document(self, run, items: list, document_of) -> list:
+    def _each_document(self, run, items: list, name_of, failed: list[str]) -> list:
         """`run(items)`, one result per item; where a document's input is bad (an unreadable video, a refused input:
-        a ValueError), each item alone, a failing one getting None and a line on stderr naming its document
-        (`document_of(item)`: doc_id, task, split), so that one bad document never stops or changes the others."""
+        a ValueError), each item alone, a failing one getting None, its name (`name_of(item)`) added to `failed` and
+        a line on stderr, so that one bad document never stops or changes the others."""
         try:
             return run(items)
         except ValueError as error:  # pnd.video.VideoReadError is one too
             if len(items) > 1:
-                return [self._each_document(run, [item], document_of)[0] for item in items]
-            doc_id, task, split = document_of(items[0])[:3]
-            self._failures.append(f"{task}/{split}/{doc_id}")
-            print(f"pnd: document {task}/{split}/{doc_id} failed ({error}); it is left out of the scoring "
-                  "(generate_until: an empty answer; loglikelihood: an infinite loss for every choice)", file=sys.stderr)
+                return [self._each_document(run, [item], name_of, failed)[0] for item in items]
+            failed.append(name_of(items[0]))
+            print(f"pnd: document {failed[-1]} failed ({error}); it is left out of the scoring (generate_until: an "
+                  "empty answer; loglikelihood: an infinite loss for every choice)", file=sys.stderr)
             return [None]
-
-    def _report_failures(self, kind: str, total: int) -> None:
-        if self._failures:
-            print(f"pnd {kind}: {len(self._failures)} document(s) of {total} request(s) failed, each named above with "
-                  f"its reason: {', '.join(self._failures)}", file=sys.stderr)
-        self._failures = []
 
     def loglikelihood(self, requests) -> list[tuple[float, bool]]:
         """(loss, is_greedy) per request, in lmms-eval's convention: multiple_choice takes the argmin of the loss.
@@ -215,17 +208,18 @@ class PndHf(lmms):
         bar = tqdm(total=len(documents), desc="pnd loglikelihood", disable=self.rank != 0)
         # a recurrent layer's state would take a batch's left padding in (Qwen3.5): one document per call there
         step = 1 if has_recurrent_layers(self.model.config.get_text_config(decoder=True)) else self.batch_size_per_gpu
+        failed: list[str] = []
         for start in range(0, len(documents), step):
             batch = documents[start : start + step]
             scores = self._each_document(lambda items: self._score_documents(requests, items), batch,
-                                         lambda document: (document[0][2], *document[0][:2]))
+                                         lambda document: _document_name(document[0][2], *document[0][:2]), failed)
             for (_, indices), document_scores in zip(batch, scores):
                 values = [float("inf")] * len(indices) if document_scores is None else [-x for x in document_scores]
                 for i, loss in zip(indices, values):
                     losses[i] = (loss, False)
             bar.update(len(batch))
         bar.close()
-        self._report_failures("loglikelihood", len(requests))
+        _report_failures("loglikelihood", failed, len(requests))
         return losses
 
     def _score_documents(self, requests, batch: list) -> list[list[float]]:
@@ -248,6 +242,16 @@ class PndLlavaOnevision(PndHf):
 
 class PndQwen2VL(PndHf):
     model_types = ("qwen2_vl", "qwen2_5_vl")
+
+
+def _document_name(doc_id, task: str, split: str) -> str:
+    return f"{task}/{split}/{doc_id}"
+
+
+def _report_failures(kind: str, failed: list[str], total: int) -> None:
+    if failed:
+        print(f"pnd {kind}: {len(failed)} document(s) of {total} request(s) failed, each named above with its reason: "
+              f"{', '.join(failed)}", file=sys.stderr)
 
 
 def manifests():
