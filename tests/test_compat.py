@@ -159,7 +159,6 @@ def test_compiled_decoding_follows_generate(tiny):
     """compiles_decoding says what generate decides for a static cache (compile_config on a CPU, else no), and
     compiled_forward compiles with the config's options (a counting backend sees the graph) to the same outputs."""
     model, processor = tiny("llava_onevision")
-    inputs = tiny_inputs(processor, "llava_onevision")
     inspect.signature(model._valid_auto_compile_criteria).bind({"past_key_values": None}, None)
     inspect.signature(model._default_compile_config).bind()
     assert _compat.compiles_decoding(model, _compat.generation_config(model, {})) is False

@@ -14,7 +14,7 @@ import pnd
 from pnd.testing import tiny_inputs
 
 from helpers import PROMPTS
-from reference import (PIXEL_KEYS, conditioned_positions, full_logits, greedy, kept_tokens_forward, kept_tokens_logits,
+from reference import (PIXEL_KEYS, conditioned_positions, full_logits, greedy, kept_tokens_forward,
                        normalized_scores, placeholders_only_removed, sequence_mask, visual_positions)
 
 STEPS = 6

@@ -81,7 +81,7 @@ def test_full_matrix_rankings_metrics_and_plot(setup):
 def test_first_stage_reranking(setup):
     first = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.7], [0.1, 0.2, 0.3], [0.0, 0.0, 0.0]], dtype=np.float32)
     np.save(setup / "first.npy", first)  # rows follow the listed videos: broken.mp4 first (sorted)
-    result = retrieve(setup, "rerank", "--first-stage", str(setup / "first.npy"), "--top-k", "2")
+    retrieve(setup, "rerank", "--first-stage", str(setup / "first.npy"), "--top-k", "2")
     saved = torch.load(setup / "rerank" / "scores.pt")
     assert torch.isinf(saved["normalized"]).sum(1).tolist() == [1, 1, 1]
     assert saved["normalized"][0, 0].isinf()  # broken.mp4's row was dropped: v0 uses row 1 -> top-2 {1, 2}

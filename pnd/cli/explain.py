@@ -54,7 +54,7 @@ def run(args) -> int:
     from ..logits_processor import PriorNormalized
     from ..paired import attach
     from ..prompts import video_prompt
-    from ..video import VideoReadError, read_video
+    from ..video import read_video
 
     try:
         PriorNormalized(args.alpha, plausibility=args.plausibility)  # bad values fail before the model loads
