@@ -24,7 +24,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 TRANSFORMERS_CHECKED = ">=5.23,<5.24"  # the releases these calls were read and tested against
 
 __all__ = ["TRANSFORMERS_CHECKED", "IndexedState", "RecurrentState", "attention_implementation", "cache_from_layers",
-           "cache_layer_types", "compiled_forward",
+           "cache_layer_types",
            "compiles_decoding", "encode_visual_inputs", "generation_config", "has_recurrent_layers", "layer_states",
            "map_states", "position_ids_for_generation", "register_sdpa_attention", "repair_video_features", "sdpa_attention_forward",
            "set_attention_implementation", "set_layer_state"]
@@ -74,13 +74,6 @@ def compiles_decoding(model, config) -> bool:
     a static cache (`_valid_auto_compile_criteria`: a CUDA-like device, or `compile_config` on any device)."""
     static = StaticCache(config=model.config.get_text_config(decoder=True), max_cache_len=1)
     return model._valid_auto_compile_criteria({"past_key_values": static}, config)
-
-
-def compiled_forward(model, forward, compile_config):
-    """`torch.compile(forward)` with the options `generate` compiles the model with (`compile_config`, else the model's
-    default, `_default_compile_config`)."""
-    options = (compile_config or model._default_compile_config()).to_dict()
-    return torch.compile(forward, **options)
 
 
 class RecurrentState(NamedTuple):

@@ -97,9 +97,9 @@ class PairedStaticCache(StaticCache):
         False
     """
 
-    prior_attends: torch.Tensor | None = None  # (n, prompt_len) bool, prompt slots the prior rows see
     prior_position_offset: torch.Tensor | None = None  # prior positions = cond positions - offset
-    attention_mask: torch.Tensor | None = None  # (2n, max_cache_len) 2D mask of every decoding step
+    attention_mask: torch.Tensor | None = None  # (2n, max_cache_len) 2D mask of every decoding step (the prompt's
+    # length appears in no attribute that the compiled decoding step reads: a shorter prompt reuses its graph)
 
     def __init__(self, config, max_cache_len: int):
         super().__init__(config=config, max_cache_len=max_cache_len)
@@ -110,7 +110,7 @@ class PairedStaticCache(StaticCache):
 
     @property
     def is_paired(self) -> bool:
-        return self.prior_attends is not None
+        return self.attention_mask is not None
 
     @property
     def is_compileable(self) -> bool:
@@ -126,13 +126,13 @@ class PairedStaticCache(StaticCache):
         prior = cond.clone()
         prior[:, :length] *= prefill.prior_attends.to(prior.dtype)
         self.attention_mask = torch.cat([cond, prior])
-        self.prior_attends, self.prior_position_offset = prefill.prior_attends, prefill.prior_position_offset
+        self.prior_position_offset = prefill.prior_position_offset
 
     def conditioned(self, config) -> StaticCache:
         """A StaticCache of the conditioned rows alone (what `generate` returns to the user), for text config `config`."""
         if not self.is_paired:
             return self
-        n, length = self.prior_attends.shape[0], int(self.get_seq_length())
+        n, length = self.attention_mask.shape[0] // 2, int(self.get_seq_length())
         cache = StaticCache(config=config, max_cache_len=self.get_max_length())
         for target, layer in zip(cache.layers, self.layers):
             target.update(layer.keys[:n, :, :length], layer.values[:n, :, :length])
@@ -142,8 +142,7 @@ class PairedStaticCache(StaticCache):
         if not self.is_paired:
             return super().reorder_cache(beam_idx)
         beam_idx = beam_idx.to(self.attention_mask.device)
-        both = torch.cat([beam_idx, beam_idx + self.prior_attends.shape[0]])
+        both = torch.cat([beam_idx, beam_idx + self.attention_mask.shape[0] // 2])
         super().reorder_cache(both)
         self.attention_mask = self.attention_mask[both]
-        self.prior_attends = self.prior_attends[beam_idx]
         self.prior_position_offset = self.prior_position_offset[..., beam_idx]

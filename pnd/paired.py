@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 
-from ._compat import compiled_forward, compiles_decoding, generation_config, layer_states, position_ids_for_generation
+from ._compat import compiles_decoding, generation_config, layer_states, position_ids_for_generation
 from .architectures import Architecture, architecture_for
 from .architectures.reported import bind_processor
 from .cache import PairedCache, PairedStaticCache
@@ -36,25 +36,21 @@ from .logits_processor import RUNNING_GENERATION, PriorNormalized
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
 PREFILL_STRATEGIES = ("auto", "own_call", "own_call_no_reuse")
+_PAIRED_STEP = "pnd_paired_step"  # a keyword of the attached forward: these are a paired step's inputs, run them as given
 _NEEDS_INPUT_IDS = "PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds."
 
 
 @dataclass
 class Attachment:
-    """What `attach` put on a model: its architecture and original methods (nothing per call: see `Generation`)."""
+    """What `attach` put on a model: its architecture and original methods (per call: see `Generation`)."""
 
     architecture: Architecture
     forward: Callable
     generate: Callable
     replaced: dict  # instance attributes that attach shadowed (e.g. accelerate's forward hook), to restore
     prefill: str = "auto"  # one of PREFILL_STRATEGIES
-    compiled: tuple | None = None  # (compile_config, compiled forward) of the last compiled decoding
-
-    def compiled_forward(self, model, compile_config) -> Callable:
-        """The model's own forward compiled with `compile_config` (compiled once per config, as generate does)."""
-        if self.compiled is None or self.compiled[0] != compile_config:
-            self.compiled = (compile_config, compiled_forward(model, self.forward, compile_config))
-        return self.compiled[1]
+    static_cache_len: int = 0  # the longest static cache so far: later ones are as long (generate's own rule), so
+    # that a shorter prompt reuses the compiled decoding step
 
 
 @dataclass
@@ -65,7 +61,7 @@ class Generation:
     normalizer: PriorNormalized
     scores_are_logprobs: bool  # beam search hands processors log-probabilities, greedy/sampling raw logits
     blank_outputs: dict | None = None  # vision-tower outputs of blank frames, for prior="blank"
-    decode_forward: Callable | None = None  # the forward of the decoding steps (compiled), if not the model's own
+    decode_forward: Callable | None = None  # the call of the decoding steps (the model's compiled call), if not forward
     conversation: tuple | None = None  # continuing a returned cache: the whole (input_ids, attention_mask, position_ids)
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
@@ -198,12 +194,15 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     if config.cache_implementation != "static":
         return PairedCache(config=text_config)
     max_length = config.max_length if config.max_new_tokens is None else prompt.shape[1] + config.max_new_tokens
-    cache = PairedStaticCache(text_config, max_cache_len=max(max_length - 1, config.max_cache_len or 0))
+    attachment = generation.attachment
+    attachment.static_cache_len = max(max_length - 1, config.max_cache_len or 0, attachment.static_cache_len)
+    cache = PairedStaticCache(text_config, max_cache_len=attachment.static_cache_len)
     kwargs["cache_implementation"] = None  # generate takes a cache or a cache_implementation, not both
     kwargs.pop("max_cache_len", None)  # used here
-    if compiles_decoding(model, config):  # pnd compiles the model's forward itself: its own glue stays outside
-        kwargs["disable_compile"] = True
-        generation.decode_forward = generation.attachment.compiled_forward(model, config.compile_config)
+    if compiles_decoding(model, config):  # generate's loop runs pnd's glue eagerly; each paired step is one call of
+        kwargs["disable_compile"] = True  # the model's own compiled call, which passes straight to its forward
+        compiled_call = model.get_compiled_call(config.compile_config)
+        generation.decode_forward = functools.partial(compiled_call, **{_PAIRED_STEP: True})
     return cache
 
 
@@ -284,7 +283,7 @@ def _check_visual_inputs(model, architecture, args: tuple, kwargs: dict) -> None
 
 def _paired_forward(model, attachment: Attachment, *args, **kwargs):
     cache = kwargs.get("past_key_values")
-    if not isinstance(cache, (PairedCache, PairedStaticCache)):
+    if kwargs.pop(_PAIRED_STEP, False) or not isinstance(cache, (PairedCache, PairedStaticCache)):
         return attachment.forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
     return _paired_call(model, attachment, *args, **kwargs)
 

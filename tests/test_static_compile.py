@@ -16,6 +16,13 @@ from reference import forced_scores, greedy
 STEPS, ALPHA = 5, 0.6
 
 
+@pytest.fixture(autouse=True)
+def fresh_compiler():
+    """A clean torch.compile cache per test, as transformers' compile tests keep (the compiled call of a model is
+    `Module.__call__`, one code object for every model, with a recompile limit)."""
+    torch.compiler.reset()
+
+
 def counting_backend():
     """A torch.compile backend that runs the traced graphs as they are (no code generation), and the list it appends
     each graph to (a function: CompileConfig deep-copies its options, and a function copies as itself)."""
@@ -141,3 +148,60 @@ def test_forward_compiled_after_attach_equals_the_reference():
     model.forward = wrapper
     pnd.detach(model)  # the reference runs the model's own forward
     assert_equals_reference(model, inputs, out, "greedy")
+
+
+@pytest.mark.parametrize("mode", ["greedy", "beam"])
+def test_compiled_decoding_runs_the_models_own_compiled_call(mode):
+    """As transformers' compile tests ask of every model: a dynamic-cache generate compiles nothing; a static-cache one
+    with a compile_config runs its decoding steps through the model's own compiled call (`get_compiled_call`, which
+    leaves `model._compiled_call`), fullgraph, to the reference's tokens."""
+    model, processor = tiny_model("llava_onevision")  # its own model: the compiled call stays on it
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS if mode == "greedy" else PROMPTS[:1])
+    backend, graphs = counting_backend()
+    run(model, inputs, mode, cache_implementation=None, compile_config=compile_config(backend))
+    assert not hasattr(model, "_compiled_call") and not graphs
+    out = run(model, inputs, mode, compile_config=compile_config(backend))
+    assert hasattr(model, "_compiled_call") and graphs
+    assert_equals_reference(model, inputs, out, mode)
+
+
+def test_a_shorter_prompt_reuses_the_compiled_decoding_step():
+    """transformers' test_static_cache_no_recompile_with_smaller_length: after a long prompt, a shorter one decodes with
+    the graph already compiled (its static cache is as long as the longest so far, as generate's own is)."""
+    model, processor = tiny_model("qwen2_vl")
+    backend, graphs = counting_backend()
+    long = tiny_inputs(processor, "qwen2_vl", ("Describe every object in the video, then its colour.", "What moves?"))
+    run(model, long, "greedy", compile_config=compile_config(backend))
+    compiled = len(graphs)
+    short = tiny_inputs(processor, "qwen2_vl", ("Describe.", "Colour?"), seed=3)
+    assert short["input_ids"].shape[1] < long["input_ids"].shape[1]
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        out = run(model, short, "greedy", compile_config=compile_config(backend))
+    assert len(graphs) == compiled
+    assert_equals_reference(model, short, out, "greedy")
+
+
+def test_compiled_decoding_returns_every_output():
+    """transformers' test_generate_compilation_all_outputs, with pnd: static cache and compile_config set on the model's
+    generation_config, every output asked for; each describes the conditioned rows, as the dynamic-cache call's do."""
+    model, processor = tiny_model("qwen2_vl")
+    model.set_attn_implementation("eager")  # attention weights are an output of eager attention only
+    inputs = tiny_inputs(processor, "qwen2_vl", PROMPTS)
+    n, prompt_len = inputs["input_ids"].shape
+    backend, graphs = counting_backend()
+    outputs = dict(output_attentions=True, output_hidden_states=True, output_logits=True)
+    dynamic = run(model, inputs, "greedy", cache_implementation=None, **outputs)
+    model.generation_config.compile_config = compile_config(backend)
+    model.generation_config.cache_implementation = "static"
+    out = pnd.attach(model).generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
+                                     return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(ALPHA)],
+                                     output_scores=True, **outputs)
+    assert hasattr(model, "_compiled_call") and graphs
+    assert torch.equal(out.sequences, dynamic.sequences) and out.sequences.shape == (n, prompt_len + STEPS)
+    layers = model.config.get_text_config(decoder=True).num_hidden_layers
+    for name in ("scores", "logits", "attentions", "hidden_states"):
+        assert len(getattr(out, name)) == STEPS
+    for step in range(STEPS):
+        torch.testing.assert_close(out.logits[step], dynamic.logits[step], atol=1e-4, rtol=0)
+        assert len(out.attentions[step]) == layers and len(out.hidden_states[step]) == layers + 1
+        assert all(a.shape[0] == n for a in out.attentions[step]) and all(h.shape[0] == n for h in out.hidden_states[step])

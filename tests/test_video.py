@@ -1,4 +1,3 @@
-import av
 import numpy as np
 import pytest
 import torch

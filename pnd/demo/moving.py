@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from .colours import COLOURS, planted_weights, with_noise
+from .colours import COLOURS, with_noise
 
 SIZES = {"small": 6, "medium": 14, "big": 24}  # side of the square, pixels
 MOTIONS = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}  # (dx, dy), image coordinates
