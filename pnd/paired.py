@@ -31,7 +31,7 @@ from .architectures.reported import bind_processor
 from .cache import PairedCache, PairedStaticCache
 from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
 from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
-from .video import check_pixels
+from .video import check_conditioned_logits, check_pixels
 from .logits_processor import RUNNING_GENERATION, PriorNormalized
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
@@ -325,6 +325,7 @@ def _prefill(model, attachment, generation, cache, kwargs):
         shared = layer_states(cache) if reuse else None
         prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
                                shared)
+    check_conditioned_logits(outputs.logits[:, -1], "generate")
     cache.add_prior(prior)
     generation.record(outputs.logits[:, -1], prior.logits)
     return outputs

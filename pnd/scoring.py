@@ -33,7 +33,7 @@ from .prompts import video_prompt
 from .prior import default_position_ids, masked_prefill, sliding_window
 from .logits_processor import check_alpha_and_prior, real_number
 from .tokens import TokenScore, score_tokens
-from .video import check_frames, check_pixels, read_video
+from .video import check_conditioned_logits, check_frames, check_pixels, read_video
 
 
 class ScoringInputs(dict):
@@ -260,6 +260,7 @@ class CaptionScorer:
             raise ValueError("These prompts are left-padded, and a recurrent layer's state would take the padding in: "
                              "score them one at a time (score_prompt) on this model.")
         out = model(**inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        check_conditioned_logits(out.logits, "CaptionScorer")
         states = layer_states(cache)
         prefixes = []
         for row, start in enumerate(starts):

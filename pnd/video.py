@@ -87,6 +87,22 @@ def check_pixels(inputs: dict, keys, where: str) -> None:
                              "built from.")
 
 
+def check_conditioned_logits(logits: torch.Tensor, where: str) -> None:
+    """A ValueError if the conditioned pass's `logits` hold NaN or +inf although its pixels were finite: the visual
+    features overflowed, and with them every token of the row (attention's 0 x inf is NaN, the text before the video
+    included, which the prior reuses). Nothing computed from that pass may be decoded or kept.
+
+    Example:
+        >>> check_conditioned_logits(torch.tensor([[float("nan"), 0.0]]), "generate")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: generate: the model's forward over the prompt and its visual inputs gave NaN or inf logits ...
+    """
+    if (logits.isnan() | logits.isposinf()).any():
+        raise ValueError(f"{where}: the model's forward over the prompt and its visual inputs gave NaN or inf logits "
+                         "from finite pixel values: its visual features overflowed (a vision tower in float16 often "
+                         "does). Load the model in bfloat16 or float32. pnd decodes and keeps nothing of such a pass.")
+
+
 def uniform_indices(total: int, frames: int) -> list[int]:
     """`frames` indices spread evenly over `total` frames (centres of equal segments)."""
     return [min(total - 1, int((i + 0.5) * total / frames)) for i in range(frames)]

@@ -135,3 +135,49 @@ def test_generate_refuses_nan_pixels_and_video_tokens_without_pixels(tiny, alpha
         model.generate(**nan, **kwargs)
     with pytest.raises(ValueError, match="The prompt holds image/video tokens but generate got none of"):
         model.generate(**no_pixels, **kwargs)
+
+
+@pytest.fixture
+def overflowing_features():
+    """A tiny LLaVA-OneVision whose visual features hold inf (a float16 vision tower that overflowed) from finite
+    pixels; its own model: a hook stays on it."""
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model("llava_onevision")
+
+    def overflow(module, args, output):
+        output = output.clone()
+        output[..., 0, :] = float("inf")
+        return output
+    hook = model.model.multi_modal_projector.register_forward_hook(overflow)
+    return model, processor, hook
+
+
+@pytest.mark.parametrize("prefill", ["auto", "own_call"])
+def test_generate_refuses_a_conditioned_pass_with_inf_visual_features(overflowing_features, prefill):
+    """Every token of the row is NaN then (0 x inf in attention), the text before the video too, which the prior
+    reuses: the prior cannot equal the kept-tokens reference, so generate refuses before its first token (packed or
+    own-call prefill); plain generate (alpha = 0) decodes as transformers does."""
+    from pnd.testing import tiny_inputs
+
+    model, processor, _ = overflowing_features
+    inputs = tiny_inputs(processor, "llava_onevision")
+    with torch.no_grad():
+        assert model(**inputs).logits.isnan().all()  # the whole row, not just the visual slots
+    pnd.attach(model, prefill=prefill)
+    model.generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.0)])
+    with pytest.raises(ValueError, match=r"generate: the model's forward over the prompt and its visual inputs gave "
+                                         r"NaN or inf logits .* Load the model in bfloat16 or float32"):
+        model.generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
+
+
+def test_caption_scorer_refuses_inf_visual_features_and_keeps_nothing(overflowing_features):
+    model, processor, hook = overflowing_features
+    scorer = pnd.CaptionScorer(model, processor)
+    with pytest.raises(ValueError, match=r"CaptionScorer: the model's forward .* gave NaN or inf logits"):
+        scorer.score([random_video(0)], ["a red circle", "a blue square"])
+    hook.remove()
+    fresh = pnd.CaptionScorer(model, processor)
+    video = random_video(1)
+    assert torch.equal(scorer.score([video], ["a red circle", "a blue square"]),
+                       fresh.score([video], ["a red circle", "a blue square"]))
