@@ -49,6 +49,26 @@ def check_model_source(name_or_path: str) -> None:
     layer_plan(config.get_text_config(decoder=True))  # a layer type pnd has no rule for: refused by name
 
 
+def check_device(device: str) -> None:
+    """A ValueError of one line if `device` is not a torch device this machine has, before anything loads.
+
+    Example:
+        >>> check_device("cpu")
+        >>> check_device("gpu")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: --device gpu: not a device name; pass cpu, cuda, cuda:1, mps, ...
+    """
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"--device {device}: not a device name; pass cpu, cuda, cuda:1, mps, ...") from None
+    if parsed.type == "cuda" and (parsed.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s) that torch "
+                         f"can use (torch {torch.__version__}); pass --device cpu or another device.")
+    if parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"--device {device}: MPS is not available on this machine; pass --device cpu.")
+
+
 def load_model(name_or_path: str, device: str = "cpu", dtype: str = "auto", load_in_4bit: bool = False,
                load_in_8bit: bool = False, attn_implementation: str | None = None, device_map: str | None = None):
     """Load a supported model and its processor, ready for generation.

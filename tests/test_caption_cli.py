@@ -110,6 +110,8 @@ def main_caption(*args):
     (["--workers", "-1"], "--workers must be 0"),
     (["--alpha", "2"], "alpha must be"),
     (["--load-in-4bit", "--load-in-8bit"], "choose one of --load-in-4bit and --load-in-8bit"),
+    (["--device", "bogus"], "--device bogus: not a device name; pass cpu, cuda, cuda:1, mps"),
+    (["--device", "cuda:99"], "--device cuda:99: this machine has"),
 ])
 def test_bad_arguments_are_refused_before_any_model_loads(videos, tmp_path, no_model, args, message):
     with pytest.raises(SystemExit, match=re.escape(message)):

@@ -187,6 +187,34 @@ def test_pnd_explain_takes_an_image_and_refuses_bad_input(tmp_path):
         main(["explain", str(tmp_path / "missing.mp4")])
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--max-new-tokens", "0"], "--max-new-tokens must be at least 1, got 0"),
+    (["--top-k", "-2"], "--top-k must be at least 1, got -2"),
+    (["--out", "{tmp}/afile"], "{tmp}/afile is a file, not a folder; pick another --out"),
+    (["--out", "{tmp}/afile/why"], "{tmp}/afile is a file, not a folder; pick another --out"),
+    (["--device", "bogus"], "--device bogus: not a device name; pass cpu, cuda, cuda:1, mps"),
+    (["--device", "cuda:99"], "--device cuda:99: this machine has"),
+])
+def test_pnd_explain_refuses_bad_arguments_before_any_model_loads(tmp_path, args, message):
+    """Through the console script: one line on stderr, exit 1, nothing written."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from PIL import Image
+
+    Image.new("RGB", (16, 16)).save(tmp_path / "frame.png")
+    (tmp_path / "afile").write_text("notes")
+    script = Path(sys.executable).with_name("pnd")
+    args = [a.format(tmp=tmp_path) for a in args]
+    result = subprocess.run([script, "explain", tmp_path / "frame.png", *args], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=120)
+    assert result.returncode == 1 and result.stderr.startswith(f"pnd explain: {message.format(tmp=tmp_path)}")
+    assert result.stderr.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "frame.png"]
+    assert (tmp_path / "afile").read_text() == "notes"
+
+
 @pytest.fixture(scope="module")  # module scope: it runs before `explained`, so a skip costs nothing
 def browser() -> str:
     """The headless browser the set-up installs (`.ci/run`: Debian's chromium); in CI its absence fails."""

@@ -101,6 +101,8 @@ def main_retrieve(setup, *extra, captions=None, videos=None):
     (["--top-k", "0"], "--top-k must be at least 1, got 0"),
     (["--workers", "-1"], "--workers must be 0 (decode in the main process) or more, got -1"),
     (["--alpha", "nan"], "alpha must be a finite number"),
+    (["--device", "bogus"], "--device bogus: not a device name; pass cpu, cuda, cuda:1, mps"),
+    (["--device", "cuda:99"], "--device cuda:99: this machine has"),
 ])
 def test_bad_arguments_are_refused_before_any_model_loads(setup, tmp_path, no_model, args, message):
     with pytest.raises(SystemExit, match=re.escape(message)):

@@ -39,10 +39,9 @@ from pathlib import Path
 import torch
 
 from ..captioning import generate_captions
-from ..loading import check_model_source
 from ..logits_processor import PriorNormalized
 from .inputs import InputsError, Item, VideoFrames, read_inputs
-from .launch import Launch, add_model_arguments, load_for_rank
+from .launch import Launch, add_model_arguments, check_model_arguments, load_for_rank
 from .records import PartWriter, RecordsError, file_in_the_way, finished_ids, merge
 from .signals import stopped_by
 
@@ -75,12 +74,9 @@ def check_arguments(args) -> Path:
             fail(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")
     if args.workers < 0:
         fail(f"--workers must be 0 (decode in the main process) or more, got {args.workers}.")
-    if args.load_in_4bit and args.load_in_8bit:
-        fail("choose one of --load-in-4bit and --load-in-8bit.")
     try:
         PriorNormalized(args.alpha, plausibility=args.plausibility)
-        if args.model:
-            check_model_source(args.model)
+        check_model_arguments(args)
     except ValueError as error:
         fail(str(error))
     return check_output_file(Path(args.out))

@@ -50,14 +50,21 @@ def _optional_float(text: str) -> float | None:
 def run(args) -> int:
     from ..demo import DEMO_MODEL
     from ..explain import explain
-    from ..loading import check_model_source, load_model
+    from ..loading import check_device, check_model_source, load_model
     from ..logits_processor import PriorNormalized
     from ..paired import attach
     from ..prompts import video_prompt
     from ..video import read_video
+    from .records import file_in_the_way
 
-    try:
-        PriorNormalized(args.alpha, plausibility=args.plausibility)  # bad values fail before the model loads
+    try:  # every argument is checked before the model loads or anything is written
+        PriorNormalized(args.alpha, plausibility=args.plausibility)
+        for name in ("max_new_tokens", "top_k"):
+            if getattr(args, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")
+        if (blocked := file_in_the_way(Path(args.out) / "explain.json")) is not None:
+            raise ValueError(blocked)
+        check_device(args.device)
         if args.model:
             check_model_source(args.model)
         path = Path(args.visual)

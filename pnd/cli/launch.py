@@ -74,6 +74,18 @@ def add_model_arguments(parser) -> None:
     parser.add_argument("--load-in-8bit", action="store_true")
 
 
+def check_model_arguments(args) -> None:
+    """Refuse bad options of `add_model_arguments` and a bad --model before anything loads: a ValueError of one line."""
+    from ..loading import check_device, check_model_source
+
+    if args.load_in_4bit and args.load_in_8bit:
+        raise ValueError("choose one of --load-in-4bit and --load-in-8bit.")
+    if args.device != "auto":
+        check_device(args.device)
+    if args.model:
+        check_model_source(args.model)
+
+
 def load_for_rank(args, name_or_path: str, launch: Launch):
     """`(model, processor)` of `name_or_path` on this process's device, with the options of `add_model_arguments`."""
     from ..loading import load_model

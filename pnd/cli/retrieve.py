@@ -29,12 +29,11 @@ from typing import NamedTuple
 import torch
 
 from ..extras import pyplot
-from ..loading import check_model_source
 from ..logits_processor import check_alpha_and_prior
 from ..ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics, sinkhorn
 from ..video import list_videos
 from .inputs import VideoFrames
-from .launch import Launch, add_model_arguments, load_for_rank
+from .launch import Launch, add_model_arguments, check_model_arguments, load_for_rank
 from .records import Kind, PartWriter, RecordsError, file_in_the_way, finished_records, merge, read_records
 from .signals import stopped_by
 
@@ -118,11 +117,9 @@ def check_arguments(args) -> None:
             fail(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")
     if args.workers < 0:
         fail(f"--workers must be 0 (decode in the main process) or more, got {args.workers}.")
-    if args.load_in_4bit and args.load_in_8bit:
-        fail("choose one of --load-in-4bit and --load-in-8bit.")
     try:
         check_alpha_and_prior(args.alpha, "masked")
-        check_model_source(args.model)
+        check_model_arguments(args)
     except ValueError as error:
         fail(str(error))
     out = Path(args.out)
