@@ -274,3 +274,26 @@ def test_pnd_explain_page_renders_in_a_headless_browser(browser, explained, tmp_
     red = sum(r > 200 and g < 140 and b < 140 for r, g, b in pixels)
     blue = sum(b > 200 and r < 200 and g < 200 for r, g, b in pixels)
     assert red > 100 and blue > 100  # the coloured tokens were painted
+
+
+def test_pnd_explain_stops_on_sigterm_with_one_line(tmp_path, monkeypatch, capsys):
+    """SIGTERM while it decodes (a real signal to this process): exit 143 and one line saying to run it again, as
+    `pnd caption` and `pnd retrieve` stop on it."""
+    import os
+    import signal
+    import time
+
+    from PIL import Image
+
+    import pnd.explain
+    from pnd.cli import main
+
+    def terminated(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises before this ends
+        raise AssertionError("SIGTERM did not stop pnd explain")
+    monkeypatch.setattr(pnd.explain, "explain", terminated)
+    Image.new("RGB", (16, 16)).save(tmp_path / "frame.png")
+    assert main(["explain", str(tmp_path / "frame.png"), "--out", str(tmp_path / "o")]) == 143
+    assert capsys.readouterr().err.endswith("\npnd explain: terminated before it finished; run the same command again.\n")
+    assert not (tmp_path / "o").exists()

@@ -17,7 +17,7 @@ import sys
 import threading
 
 from ..extras import MissingExtra
-from .signals import terminate
+from .signals import stopped_by, terminate
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     except MissingExtra as error:
         print(f"pnd {args.command}: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as interruption:  # the commands that keep nothing partial (explain, demo, merge)
+        how, status = stopped_by(interruption)
+        print(f"pnd {args.command}: {how} before it finished; run the same command again.", file=sys.stderr)
+        return status
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)
