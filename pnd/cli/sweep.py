@@ -1,0 +1,212 @@
+"""`pnd sweep`: run lmms-eval tasks at several alphas with one model; one table and one plot, plain vs normalized.
+
+    pnd sweep --model pnd_llava_ov --model-args pretrained=llava-hf/llava-onevision-qwen2-7b-ov-hf,max_frames_num=32 \
+        --tasks videohallucer,eventhallusion --alphas 0,0.25,0.5,0.75,1 --include-path eval_configs/tasks --out sweep/
+    pnd sweep ... --launcher "accelerate launch --num_processes 8 -m lmms_eval"     # data parallel
+
+Each alpha is one lmms-eval command line (`--log_samples`, output in OUT/runs/alpha<A>/, its log in lmms_eval.log
+there) over the tasks not finished at that alpha: a re-run of the same command runs only what is missing (a task
+is finished when a results file in that folder holds it). alpha 0 (the plain model) is always run. Then:
+OUT/sweep.csv, OUT/sweep.md and OUT/sweep.png hold each task's headline metric per alpha (the first metric of
+its metric_list, or --metric TASK=METRIC; a group's is its first subtask's) read from lmms-eval's results files,
+and the agreement: the share of documents whose answer (generated text, or the choice of lowest loss) at that
+alpha is the plain model's answer, read from the samples files.
+
+Example:
+    >>> from pnd.cli import main
+    >>> main(["sweep", "--model", "pnd_hf", "--model-args", "pretrained=m", "--tasks", "videohallucer",
+    ...       "--alphas", "0,0.5,1", "--include-path", "eval_configs/tasks", "--out", "sweep"])  # doctest: +SKIP
+    0
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from ..extras import pyplot, require
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--model", required=True, help="lmms-eval model name: pnd_hf, pnd_llava_ov or pnd_qwen2_vl")
+    parser.add_argument("--model-args", required=True, help="lmms-eval --model_args without alpha, e.g. "
+                        "pretrained=llava-hf/llava-onevision-qwen2-7b-ov-hf,max_frames_num=32")
+    parser.add_argument("--tasks", required=True, help="comma-separated lmms-eval tasks or groups")
+    parser.add_argument("--alphas", default="0,0.25,0.5,0.75,1", help="comma-separated alphas in [0, 1] (0 is "
+                        "always added; default 0,0.25,0.5,0.75,1)")
+    parser.add_argument("--out", required=True, help="folder for runs/, sweep.md, sweep.csv and sweep.png")
+    parser.add_argument("--include-path", help="lmms-eval --include_path (e.g. eval_configs/tasks)")
+    parser.add_argument("--batch-size", type=int, default=1, help="lmms-eval --batch_size (default 1)")
+    parser.add_argument("--metric", action="append", default=[], metavar="TASK=METRIC",
+                        help="headline metric of a task (repeatable); default: the first of its metric_list")
+    parser.add_argument("--launcher", default=f"{shlex.quote(sys.executable)} -m lmms_eval",
+                        help="the command that runs lmms-eval (default: this Python's -m lmms_eval)")
+
+
+def parse_alphas(text: str) -> list[float]:
+    """Sorted distinct alphas with 0 first; an error names a value that is not a number in [0, 1].
+
+    >>> parse_alphas("1, 0.5")
+    [0.0, 0.5, 1.0]
+    """
+    alphas = set()
+    for item in text.split(","):
+        try:
+            alpha = float(item)
+        except ValueError:
+            alpha = math.nan
+        if not 0 <= alpha <= 1:
+            raise SystemExit(f"pnd sweep: --alphas takes numbers in [0, 1] separated by commas, got {item.strip()!r}")
+        alphas.add(alpha)
+    return sorted(alphas | {0.0})
+
+
+def check_arguments(args) -> tuple[list[float], list[str], dict[str, str]]:
+    alphas, tasks = parse_alphas(args.alphas), [t.strip() for t in args.tasks.split(",") if t.strip()]
+    if not tasks:
+        raise SystemExit("pnd sweep: --tasks is empty; name lmms-eval tasks, e.g. --tasks videohallucer,eventhallusion")
+    if "alpha=" in args.model_args:
+        raise SystemExit(f"pnd sweep: --model-args {args.model_args!r} sets alpha; leave it out (--alphas sets it)")
+    if args.batch_size < 1:
+        raise SystemExit(f"pnd sweep: --batch-size must be a positive integer, got {args.batch_size}")
+    metrics = dict(item.split("=", 1) for item in args.metric if "=" in item)
+    if len(metrics) != len(args.metric):
+        raise SystemExit(f"pnd sweep: --metric takes TASK=METRIC, e.g. videohallucer=overall_accuracy; got {args.metric}")
+    if args.include_path and not Path(args.include_path).is_dir():
+        raise SystemExit(f"pnd sweep: --include-path {args.include_path} is not a folder; e.g. eval_configs/tasks")
+    return alphas, tasks, metrics
+
+
+def run_folder(out: Path, alpha: float) -> Path:
+    return out / "runs" / f"alpha{alpha:g}"
+
+
+def finished(folder: Path) -> dict:
+    """{task: (results dict of the newest results file holding it)} over the results files under `folder`."""
+    done = {}
+    for path in sorted(folder.rglob("*_results.json"), key=lambda p: p.name):
+        results = json.loads(path.read_text())
+        done.update({task: results for task in results.get("results", {})})
+    return done
+
+
+def run_lmms_eval(args, alpha: float, tasks: list[str], folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    command = [*shlex.split(args.launcher), "--model", args.model, "--model_args", f"{args.model_args},alpha={alpha:g}",
+               "--tasks", ",".join(tasks), "--batch_size", str(args.batch_size), "--log_samples",
+               "--output_path", str(folder), *(["--include_path", args.include_path] if args.include_path else [])]
+    print(f"pnd sweep: alpha {alpha:g}: {' '.join(map(shlex.quote, command))}", file=sys.stderr)
+    with open(folder / "lmms_eval.log", "a") as log:
+        subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False)
+    missing = [task for task in tasks if task not in finished(folder)]
+    if missing:  # lmms-eval exits 0 when a run crashes: the results files are what counts
+        tail = (folder / "lmms_eval.log").read_text()[-3000:]
+        raise SystemExit(f"pnd sweep: lmms-eval wrote no results for {missing} at alpha {alpha:g} (log: "
+                         f"{folder / 'lmms_eval.log'}); fix the error below and run the same command again:\n{tail}")
+
+
+def headline(results: dict, task: str, metrics: dict[str, str]) -> str:
+    """The task's metric to report: --metric, else the first metric of its (first subtask's) metric_list."""
+    if task in metrics:
+        return metrics[task]
+    first = (results.get("group_subtasks", {}).get(task) or [task])[0]
+    return headline(results, first, {}) if first != task else results["configs"][task]["metric_list"][0]["metric"]
+
+
+def answers(folder: Path, results: dict, task: str) -> dict:
+    """{(subtask, doc_id): answer}: the generated text, or the index of the lowest loss for loglikelihood tasks."""
+    subtasks = results.get("group_subtasks", {}).get(task) or [task]
+    found = {}
+    for subtask in subtasks:
+        files = sorted(folder.rglob(f"*_samples_{subtask}.jsonl"), key=lambda p: p.name)
+        if subtask in results.get("group_subtasks", {}):
+            found.update(answers(folder, results, subtask))
+        elif files:
+            for line in files[-1].read_text().splitlines():
+                sample = json.loads(line)
+                found[subtask, sample["doc_id"]] = answer_of(sample["filtered_resps"])
+    return found
+
+
+def answer_of(response):
+    """A loglikelihood response (a list of [loss, is_greedy]) -> index of the lowest loss; text -> stripped text."""
+    if isinstance(response, list) and response and isinstance(response[0], list):
+        losses = [float(loss) for loss, _ in response]
+        return losses.index(min(losses))
+    return (response[0] if isinstance(response, list) else response).strip()
+
+
+def collect(out: Path, alphas: list[float], tasks: list[str], metrics: dict[str, str]) -> list[dict]:
+    rows = []
+    for task in tasks:
+        plain = None
+        for alpha in alphas:
+            folder = run_folder(out, alpha)
+            results = finished(folder)[task]
+            metric = headline(results, task, metrics)
+            value = results["results"][task].get(f"{metric},none")
+            if value is None:
+                raise SystemExit(f"pnd sweep: {task} has no metric {metric!r} at alpha {alpha:g}; its metrics: "
+                                 f"{sorted(k.split(',')[0] for k in results['results'][task] if ',' in k)} (--metric)")
+            given = answers(folder, results, task)
+            plain = given if plain is None else plain
+            agreement = sum(given[key] == plain.get(key) for key in given) / len(given) if given else math.nan
+            rows.append({"task": task, "metric": metric, "alpha": alpha, "value": value, "agreement": agreement,
+                         "documents": len(given)})
+    return rows
+
+
+def write_table(out: Path, rows: list[dict], alphas: list[float]) -> None:
+    with open(out / "sweep.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    header = "| task | metric | " + " | ".join("alpha 0 (plain)" if a == 0 else f"alpha {a:g}" for a in alphas) + " |"
+    lines = [header, "|---|---|" + "---|" * len(alphas)]
+    for task in dict.fromkeys(row["task"] for row in rows):
+        cells = [f"{r['value']:.4f} ({r['agreement']:.0%} agree)" for r in rows if r["task"] == task]
+        metric = next(r["metric"] for r in rows if r["task"] == task)
+        lines.append(f"| {task} | {metric} | " + " | ".join(cells) + " |")
+    note = "Each cell: the metric, and the share of documents answered as the plain model (alpha 0) answers them."
+    (out / "sweep.md").write_text("\n".join(lines) + f"\n\n{note}\n")
+
+
+def write_plot(out: Path, rows: list[dict]) -> None:
+    plt = pyplot()
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for task in dict.fromkeys(row["task"] for row in rows):
+        mine = [r for r in rows if r["task"] == task]
+        line, = left.plot([r["alpha"] for r in mine], [r["value"] for r in mine], marker="o", label=f"{task} ({mine[0]['metric']})")
+        left.plot([0], [mine[0]["value"]], marker="*", markersize=14, color=line.get_color(), linestyle="none")
+        right.plot([r["alpha"] for r in mine], [r["agreement"] for r in mine], marker="o", color=line.get_color(), label=task)
+    left.set(xlabel="alpha (0 = plain, star)", ylabel="metric", title="metric vs alpha")
+    right.set(xlabel="alpha", ylabel="share of answers equal to plain", title="agreement with the plain model", ylim=(0, 1.05))
+    left.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(out / "sweep.png", dpi=120)
+    plt.close(figure)
+
+
+def run(args) -> int:
+    alphas, tasks, metrics = check_arguments(args)
+    require("lmms_eval", "eval")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for alpha in alphas:
+        folder = run_folder(out, alpha)
+        missing = [task for task in tasks if task not in finished(folder)]
+        if missing:
+            run_lmms_eval(args, alpha, missing, folder)
+        else:
+            print(f"pnd sweep: alpha {alpha:g}: every task is finished (in {folder}); skipped", file=sys.stderr)
+    rows = collect(out, alphas, tasks, metrics)
+    write_table(out, rows, alphas)
+    write_plot(out, rows)
+    print((out / "sweep.md").read_text())
+    print(f"pnd sweep: wrote {out / 'sweep.md'}, {out / 'sweep.csv'} and {out / 'sweep.png'}", file=sys.stderr)
+    return 0

@@ -1,0 +1,213 @@
+"""VideoHallucer and EventHallusion (eval_configs/tasks) through lmms-eval's real command line, and `pnd sweep`.
+
+One `pnd sweep` of the tiny LLaVA-OneVision (tests/lmms_eval_fixtures.py) over both benchmarks, by generation and by
+loglikelihood, at alpha 0 and 1: one lmms-eval call per alpha on tiny data in the real schemas
+(tests/hallucination_fixtures.py). Metrics are checked against values computed by hand from the planted answers,
+and against the kits' rules re-applied here to the logged answers; the sweep's table against lmms-eval's files.
+"""
+
+import csv
+import json
+import re
+import statistics
+import sys
+
+import hallucination_fixtures
+import lmms_eval_fixtures
+import pytest
+import torch
+from hallucination_fixtures import EVENT_ANSWERS, PLANTED, SPLITS, SUBSETS
+
+sys.path.insert(0, str(hallucination_fixtures.TASKS))
+from eventhallusion import utils as event
+from videohallucer import utils as hallucer
+
+TASKS = "videohallucer,videohallucer_ll,eventhallusion,eventhallusion_ll"
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """(root, out): the data and model under root, one `pnd sweep` at alpha 0 and 1 into root/sweep."""
+    from pnd.cli import main
+
+    root = tmp_path_factory.mktemp("hallucination")
+    hallucination_fixtures.build(lmms_eval_fixtures.build(root))
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in {"HF_HOME": str(root / "hf_home"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+                            "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}.items():
+            patch.setenv(name, value)
+        assert main(sweep_argv(root)) == 0
+        yield root, root / "sweep"
+
+
+def sweep_argv(root):
+    return ["sweep", "--model", "pnd_hf", "--model-args", f"pretrained={root / 'model'},max_frames_num=4,device=cpu",
+            "--tasks", TASKS, "--alphas", "1", "--include-path", str(root / "tasks"), "--out", str(root / "sweep")]
+
+
+def run_results(out, alpha):
+    """The results file lmms-eval wrote for `alpha`, and {task: [samples in doc order]}."""
+    folder = out / "runs" / f"alpha{alpha}"
+    (results,) = folder.rglob("*_results.json")
+    samples = {path.stem.split("_samples_", 1)[1]: sorted(map(json.loads, path.read_text().splitlines()),
+                                                          key=lambda s: s["doc_id"])
+               for path in folder.rglob("*_samples_*.jsonl")}
+    return json.loads(results.read_text()), samples
+
+
+def losses(sample):
+    return [float(loss) for loss, _ in sample["filtered_resps"]]
+
+
+def test_videohallucer_pair_counts_only_when_both_answers_are_right():
+    docs = [{"pair": p, "role": r, "answer": a} for p, r, a in
+            [(0, "basic", "yes"), (0, "hallucination", "no"), (1, "basic", "yes"), (1, "hallucination", "no"),
+             (2, "basic", "no"), (2, "hallucination", "yes")]]
+    said = ["Yes, there is.", "No.", "YES", "yes", "There are no eyes.", "yes"]  # "eyes" is not "yes" (whole words)
+    results = [hallucer.videohallucer_process_results(doc, [text]) for doc, text in zip(docs, said)]
+    assert hallucer.basic_accuracy([r["basic_accuracy"] for r in results]) == 1.0
+    assert hallucer.hallucination_accuracy([r["hallucination_accuracy"] for r in results]) == pytest.approx(2 / 3)
+    assert hallucer.overall_accuracy([r["overall_accuracy"] for r in results]) == pytest.approx(2 / 3)
+    chosen = hallucer.videohallucer_process_results(docs[1], [(2.0, False), (0.5, False)])  # "no" has the lower loss
+    assert chosen["overall_accuracy"] == (0, True)
+
+
+def test_eventhallusion_reads_the_first_word_as_the_authors_do():
+    doc = {"answer": "Yes."}
+    assert [event.eventhallusion_process_results(doc, [text])["accuracy"]
+            for text in ("Yes, it did.", " yes", "The answer is yes.", "No.")] == [1.0, 1.0, 0.0, 0.0]
+    assert event.eventhallusion_process_results(doc, [(1.0, False), (3.0, False)])["accuracy"] == 1.0
+
+
+def test_loglikelihood_metrics_equal_the_hand_computed_values(sweep):
+    """At alpha 0 the tiny model gives "yes" the lower loss on every question (checked), so the planted answers
+    decide: a pair counts only if both of its answers are "yes"."""
+    results, samples = run_results(sweep[1], 0)
+    for task, task_samples in samples.items():
+        if task.endswith("_ll"):
+            assert all(losses(s)[0] < losses(s)[1] - 0.1 for s in task_samples), task
+    metrics = results["results"]
+    for subset in SUBSETS:
+        pairs = PLANTED[subset]
+        got = metrics[f"videohallucer_{subset}_ll"]
+        assert got["basic_accuracy,none"] == statistics.mean(b == "yes" for b, _ in pairs)
+        assert got["hallucination_accuracy,none"] == statistics.mean(h == "yes" for _, h in pairs)
+        assert got["overall_accuracy,none"] == statistics.mean(b == h == "yes" for b, h in pairs)
+    assert metrics["videohallucer_ll"]["overall_accuracy,none"] == pytest.approx(0.4)  # 4 subsets 1/2, temporal 0
+    assert metrics["videohallucer_ll"]["basic_accuracy,none"] == pytest.approx(0.9)
+    for split in SPLITS:
+        assert metrics[f"eventhallusion_{split}_ll"]["accuracy,none"] == pytest.approx(EVENT_ANSWERS[split].count("Yes.") / 3)
+    assert metrics["eventhallusion_ll"]["accuracy,none"] == pytest.approx(4 / 9)
+
+
+@pytest.mark.parametrize("alpha", [0, 1])
+def test_generation_metrics_follow_the_kits_rules(sweep, alpha):
+    """The kits' rules, re-applied here to the logged answers: VideoHallucer's whole-word match, pairs both right;
+    EventHallusion's first word."""
+    results, samples = run_results(sweep[1], alpha)
+    metrics = results["results"]
+    per_subset = []
+    for subset in SUBSETS:
+        texts = [s["filtered_resps"][0] if isinstance(s["filtered_resps"], list) else s["filtered_resps"]
+                 for s in samples[f"videohallucer_{subset}"]]
+        right = [re.search(rf"\b{answer}\b", text, re.IGNORECASE) is not None
+                 for text, answer in zip(texts, [a for pair in PLANTED[subset] for a in pair])]
+        overall = statistics.mean(right[i] and right[i + 1] for i in range(0, len(right), 2))
+        assert metrics[f"videohallucer_{subset}"]["overall_accuracy,none"] == pytest.approx(overall), subset
+        assert metrics[f"videohallucer_{subset}"]["basic_accuracy,none"] == pytest.approx(statistics.mean(right[::2]))
+        per_subset.append(overall)
+    assert metrics["videohallucer"]["overall_accuracy,none"] == pytest.approx(statistics.mean(per_subset))
+    right = []
+    for split in SPLITS:
+        for sample, answer in zip(samples[f"eventhallusion_{split}"], EVENT_ANSWERS[split]):
+            text = (sample["filtered_resps"][0] if isinstance(sample["filtered_resps"], list) else sample["filtered_resps"])
+            right.append(text.strip().lower().startswith(answer[:-1].lower()))
+    assert metrics["eventhallusion"]["accuracy,none"] == pytest.approx(statistics.mean(right))
+
+
+def test_alpha_zero_is_the_plain_model(sweep):
+    """pnd_hf at alpha 0 generates what plain transformers generate, on a VideoHallucer document."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from pnd.video import read_video
+
+    root, out = sweep
+    model = AutoModelForImageTextToText.from_pretrained(root / "model").eval()
+    processor = AutoProcessor.from_pretrained(root / "model")
+    doc = hallucination_fixtures.videohallucer_pairs("temporal")[0]["basic"]
+    message = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": doc["question"] + hallucer.PROMPT}]}]
+    frames = read_video(root / "hf_home" / "videohallucer" / "temporal" / "videos" / doc["video"], 4)
+    inputs = processor(text=[processor.apply_chat_template(message, add_generation_prompt=True)], videos=[frames],
+                       return_tensors="pt")
+    with torch.no_grad():
+        tokens = model.generate(**inputs, max_new_tokens=16, do_sample=False)[0, inputs["input_ids"].shape[1]:]
+    logged = run_results(out, 0)[1]["videohallucer_temporal"][0]["filtered_resps"]
+    assert (logged[0] if isinstance(logged, list) else logged) == processor.decode(tokens, skip_special_tokens=True)
+
+
+def test_sweep_table_and_plot_hold_lmms_evals_numbers(sweep):
+    _, out = sweep
+    rows = list(csv.DictReader((out / "sweep.csv").read_text().splitlines()))
+    assert [(r["task"], float(r["alpha"])) for r in rows] == [(t, a) for t in TASKS.split(",") for a in (0.0, 1.0)]
+    headline = {"videohallucer": "overall_accuracy", "videohallucer_ll": "overall_accuracy",
+                "eventhallusion": "accuracy", "eventhallusion_ll": "accuracy"}
+    table = (out / "sweep.md").read_text()
+    for row in rows:
+        alpha = int(float(row["alpha"]))
+        results, samples = run_results(out, alpha)
+        assert row["metric"] == headline[row["task"]]
+        assert float(row["value"]) == results["results"][row["task"]][f"{row['metric']},none"]
+        assert f"{float(row['value']):.4f}" in table
+        plain, now = run_results(out, 0)[1], samples
+        same = [answer_of(p) == answer_of(n) for task in results["group_subtasks"][row["task"]]
+                for p, n in zip(plain[task], now[task])]
+        assert float(row["agreement"]) == pytest.approx(statistics.mean(same)) and int(row["documents"]) == len(same)
+    assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def answer_of(sample):
+    """Here: the choice of lowest loss (loglikelihood) or the stripped text (generation)."""
+    response = sample["filtered_resps"]
+    if isinstance(response, list) and isinstance(response[0], list):
+        return min(range(len(response)), key=lambda i: float(response[i][0]))
+    return (response[0] if isinstance(response, list) else response).strip()
+
+
+def test_sweep_run_again_runs_nothing_finished(sweep, monkeypatch, capsys):
+    from pnd.cli import main
+    from pnd.cli import sweep as command
+
+    root, out = sweep
+    before = (out / "sweep.csv").read_text()
+    monkeypatch.setattr(command.subprocess, "run", lambda *a, **k: pytest.fail(f"lmms-eval ran again: {a}"))
+    assert main(sweep_argv(root)) == 0
+    assert "every task is finished" in capsys.readouterr().err
+    assert (out / "sweep.csv").read_text() == before
+
+
+def test_sweep_names_a_crashed_run_and_its_log(tmp_path, monkeypatch):
+    """lmms-eval exits 0 when it crashes: no results file is what the sweep goes by."""
+    from pnd.cli import main
+    from pnd.cli import sweep as command
+
+    monkeypatch.setattr(command.subprocess, "run", lambda command, stdout, **k: stdout.write("Traceback: boom\n"))
+    with pytest.raises(SystemExit, match=r"(?s)wrote no results for \['videohallucer'\] at alpha 0 .*boom"):
+        main(["sweep", "--model", "pnd_hf", "--model-args", "pretrained=m", "--tasks", "videohallucer", "--alphas", "0.5",
+              "--out", str(tmp_path)])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--alphas", "0,1.5"], r"--alphas takes numbers in \[0, 1\].*'1.5'"),
+    (["--model-args", "pretrained=m,alpha=0.5"], "sets alpha; leave it out"),
+    (["--metric", "videohallucer"], "--metric takes TASK=METRIC"),
+    (["--include-path", "no/such/folder"], "is not a folder"),
+])
+def test_sweep_refuses_bad_arguments_before_running(tmp_path, argv, message):
+    from pnd.cli import main
+
+    base = {"--model-args": "pretrained=m", "--alphas": "0,1", "--tasks": "videohallucer"}
+    base.update(dict(zip(argv[::2], argv[1::2])))
+    with pytest.raises(SystemExit, match=message):
+        main(["sweep", "--model", "pnd_hf", "--out", str(tmp_path), *[x for kv in base.items() for x in kv]])
+    assert not (tmp_path / "runs").exists()
+
