@@ -21,10 +21,10 @@ import tempfile
 from pathlib import Path
 
 import torch
+from results import write_section
 
 from pnd.demo.moving import make_moving_clip
-from pnd.video import write_video
-from results import write_section
+from pnd.io.video import write_video
 
 BIN = Path(sys.executable).parent
 REPORT = re.compile(r"rank (\d+): (\d+) video\(s\) in ([\d.]+) s after the model loaded, ([\d.]+) s")

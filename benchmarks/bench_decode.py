@@ -51,13 +51,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from results import write_section
 from transformers import AutoConfig, AutoModelForImageTextToText, CompileConfig, LogitsProcessor
 from transformers.generation.logits_process import UnbatchedClassifierFreeGuidanceLogitsProcessor
 
 import pnd
-from pnd.layers import layer_plan
-from pnd.prior import default_position_ids
-from results import write_section
+from pnd.architectures.layers import layer_plan
+from pnd.attachment import attachment_of
+from pnd.decoding.prior import default_position_ids
 
 ALPHA = 0.5
 # Decoder and vision-tower shapes. "7b" follows LLaVA-OneVision-7B (Qwen2-7B + SigLIP-so400m, 384 px) and
@@ -229,9 +230,14 @@ def _qwen3_config(arch: str, size: str):
 def _nemotron(size: str, device, dtype, seed: int):
     """A Nemotron-H Omni model of `size` (`NEMOTRON`), attached with its processor (a locally built tokenizer): its
     expansion is what the processor reports."""
-    from transformers import (NemotronH_Omni_Reasoning_V3, NemotronH_Omni_Reasoning_V3_Config,
-                              NemotronH_Omni_Reasoning_V3ImageProcessor, NemotronH_Omni_Reasoning_V3Processor,
-                              NemotronH_Omni_Reasoning_V3VideoProcessor, ParakeetFeatureExtractor)
+    from transformers import (
+        NemotronH_Omni_Reasoning_V3,
+        NemotronH_Omni_Reasoning_V3_Config,
+        NemotronH_Omni_Reasoning_V3ImageProcessor,
+        NemotronH_Omni_Reasoning_V3Processor,
+        NemotronH_Omni_Reasoning_V3VideoProcessor,
+        ParakeetFeatureExtractor,
+    )
     from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 
     from pnd.testing import tiny_tokenizer
@@ -264,7 +270,7 @@ def _nemotron_video_inputs(model, size: str, frames: int, batch: int, generator)
     """Nemotron-H Omni prompts built by its bound processor, one video per call, left-padded together."""
     from pnd.testing import left_padded
 
-    processor, side = model._pnd_processor, NEMOTRON[size][2]
+    processor, side = attachment_of(model).processor, NEMOTRON[size][2]
     words = "the a video frame scene person moves light shows then what who where why how is in on of".split()
 
     def sentence(n):
@@ -290,8 +296,9 @@ def _qwen_video(config, size: str, frames: int, batch: int, generator) -> tuple[
     start, end, video = config.vision_start_token_id, config.vision_end_token_id, config.video_token_id
     per_frame = grid[1] * grid[2] // 4
     if qwen3:  # the template's pair around per-frame timestamps, each before its own delimited frame
-        frame = lambda: torch.randint(10, 1000, (TIMESTAMP_TOKENS,), generator=generator).tolist() + [
-            start] + [video] * per_frame + [end]
+        def frame():
+            return torch.randint(10, 1000, (TIMESTAMP_TOKENS,), generator=generator).tolist() + [
+                start] + [video] * per_frame + [end]
         visual = [start] + [token for _ in range(grid[0]) for token in frame()] + [end]
     else:
         visual = [start] + [video] * (grid[0] * per_frame) + [end]
@@ -336,7 +343,7 @@ def _left_pad(rows: list[list[int]]) -> dict:
 
 class NaivePrior(LogitsProcessor):
     """The masked prior recomputed from scratch at every step (no cache): the brute-force way. With layers that must
-    see the kept tokens only (recurrent, indexed: `pnd/layers.py`), a call on the kept tokens alone at their
+    see the kept tokens only (recurrent, indexed: `pnd/architectures/layers.py`), a call on the kept tokens alone at their
     positions."""
 
     def __init__(self, model, inputs):

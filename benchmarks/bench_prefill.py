@@ -7,7 +7,7 @@ On a GPU: `--size 7b --device cuda --dtype bfloat16 [--arch qwen2_vl|qwen3_vl|qw
 never take the packed prefill: its first two pnd rows are then both the prior's own call on the kept tokens.
 
 pnd appends the prior's text tokens (the text after the video) to the conditioned prompt, so that one
-language-model call reads the weights once (`pnd/packed.py`). The other rows are the fallback for models
+language-model call reads the weights once (`pnd/decoding/packed.py`). The other rows are the fallback for models
 without SDPA attention, the prior's own call: with the text before the video copied from the
 conditioned cache, and without that reuse. Plain `generate` and the variants produce one token each,
 round after round; each round's times are divided by plain's of the same round.
@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 import torch
-
-import pnd
 from bench_decode import ARCHS, build_model, generate, hardware, sync, video_inputs
 from results import write_section
+
+import pnd
 
 
 def variants() -> dict:

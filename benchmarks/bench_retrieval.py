@@ -11,7 +11,8 @@ how many pairs there are) and its scores are checked against the scorer's on tho
 Memory: for each batch size of `--memory-batches`, a fresh process scores one video against that many
 captions in one batch and reports its peak resident memory (ru_maxrss), with the captions packed in one
 row over the shared prefix (what SDPA models run) and with one row per caption over copies of the prefix's
-KV (what eager and sliding-window models run; forced here on the same SDPA model). On a GPU (`--device cuda`) the peak is torch.cuda.max_memory_allocated.
+KV (what eager and sliding-window models run; forced here on the same SDPA model). On a GPU (`--device cuda`)
+the peak is torch.cuda.max_memory_allocated.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ import time
 from pathlib import Path
 
 import torch
+from results import write_section
 
 import pnd
 from pnd.testing import random_video, tiny_model
-from results import write_section
 
 ALPHA = 0.9
 WORDS = "a red blue green yellow circle square triangle star moves left right up down the video shows".split()
@@ -38,7 +39,7 @@ def naive_score(model, scorer, video, caption):
     inputs = scorer.build_inputs(video, caption)
     start, end = inputs.caption_span
     ids = inputs["input_ids"]
-    positions = pnd.prior.default_position_ids(model, **inputs)
+    positions = pnd.decoding.prior.default_position_ids(model, **inputs)
     visual = torch.isin(ids, torch.tensor([model.config.image_token_id, model.config.video_token_id]))
     sums = []
     for mask in (inputs["attention_mask"], inputs["attention_mask"] * ~visual):

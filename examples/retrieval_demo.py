@@ -13,9 +13,9 @@ is then measured with pnd.CaptionScorer. Training differs across CPUs and thread
 import torch
 
 import pnd
-from pnd.ranking import retrieval_metrics
 from pnd.demo.colours import COLOURS, colour_caption, make_clip
 from pnd.demo.training import train_colour_model
+from pnd.scoring.ranking import retrieval_metrics
 
 
 def run(alphas=(0.0, 0.25, 0.5, 0.75, 1.0), per_colour=25, noise=0.95, seed=0):

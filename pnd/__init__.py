@@ -5,11 +5,16 @@
     out = model.generate(**inputs, max_new_tokens=64, logits_processor=[pnd.PriorNormalized(alpha=0.5)])
 """
 
+import sys
+
+from ._moved import MovedModules
 from .architectures import supported_model_types
-from .paired import attach, detach
-from .prior import prior_logits
+from .decoding.logits_processor import PriorNormalized
+from .decoding.paired import attach, detach
+from .decoding.prior import prior_logits
 from .scoring import CaptionScorer, ScoreParts
-from .logits_processor import PriorNormalized
 
 __version__ = "0.2.0"
+if not any(isinstance(finder, MovedModules) for finder in sys.meta_path):
+    sys.meta_path.insert(0, MovedModules())  # before any finder that could still see an old file
 __all__ = ["CaptionScorer", "PriorNormalized", "ScoreParts", "attach", "detach", "prior_logits", "supported_model_types", "__version__"]

@@ -16,8 +16,13 @@ from typing import NamedTuple
 
 import torch
 from transformers import AttentionInterface, DynamicCache, StaticCache
-from transformers.cache_utils import DynamicIndexedLayer, DynamicLayer, DynamicSlidingWindowLayer
-from transformers.cache_utils import LinearAttentionCacheLayerMixin, get_layer_types_and_kwargs
+from transformers.cache_utils import (
+    DynamicIndexedLayer,
+    DynamicLayer,
+    DynamicSlidingWindowLayer,
+    LinearAttentionCacheLayerMixin,
+    get_layer_types_and_kwargs,
+)
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 

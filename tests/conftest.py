@@ -9,7 +9,7 @@ from pnd.testing import tiny_model
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", 2)))  # 2 (CI's cores) unless the caller chose
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached(model_type):
     return tiny_model(model_type)
 
@@ -18,11 +18,13 @@ def _cached(model_type):
 def tiny():
     """tiny("qwen2_vl") -> (model, processor); models are built once per session and detached after a test."""
     import pnd
+    from pnd.architectures.reported import bind_processor
 
     used = []
 
     def get(model_type):
         model, processor = _cached(model_type)
+        bind_processor(model, processor)  # as tiny_model binds it (the detach after each test unbinds it)
         used.append(model)
         return model, processor
 
@@ -37,9 +39,9 @@ def tiny():
 
 @pytest.fixture
 def no_model(monkeypatch):
-    """Any `pnd.loading.load_model` call fails the test: what it checks must be refused before a model loads."""
-    import pnd.loading
+    """Any `pnd.io.loading.load_model` call fails the test: what it checks must be refused before a model loads."""
+    import pnd.io.loading
 
     def refuse(*args, **kwargs):
         raise AssertionError("a model was loaded")
-    monkeypatch.setattr(pnd.loading, "load_model", refuse)
+    monkeypatch.setattr(pnd.io.loading, "load_model", refuse)

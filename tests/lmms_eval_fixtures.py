@@ -88,7 +88,8 @@ def mme_image(i: int) -> Image.Image:
 
 def build(root: Path) -> Path:
     """Write the model, data and task folder under `root`; returns root."""
-    from datasets import Dataset, Features, Image as ImageFeature, Sequence, Value
+    from datasets import Dataset, Features, Sequence, Value
+    from datasets import Image as ImageFeature
 
     model, processor = tiny_model("llava_onevision")
     yes, no = processor.tokenizer.convert_tokens_to_ids(["yes", "no"])
@@ -108,7 +109,7 @@ def build(root: Path) -> Path:
     Dataset.from_list(MVBENCH_DOCS, features=features).to_parquet(str(root / "mvbench.parquet"))
     videos = root / "hf_home" / MVBENCH_FOLDER
     videos.mkdir(parents=True)
-    for i, doc in enumerate(MVBENCH_DOCS):
+    for doc in MVBENCH_DOCS:
         write_mp4(videos / doc["video"], 4)  # 4 frames: max_frames_num=4 takes them all, in any reader
 
     tasks = root / "tasks"

@@ -16,6 +16,8 @@ import re
 
 import torch
 
+from pnd.attachment import attachment_of
+
 PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "image_sizes", "image_grid_thw", "video_grid_thw",
               "image_token_pooling", "image_grids", "image_num_crops", "video_token_pooling", "video_grids",
               "image_grid_hw", "image_merge_sizes", "video_merge_sizes", "video_compression_mask", "target_sizes",
@@ -102,7 +104,7 @@ TEXT_EXPANDED["gemma4_unified"] = TEXT_EXPANDED["gemma4"]
 
 def _text_expansion(model, input_ids):
     """Tokens holding a character of a match of the family's TEXT_EXPANDED pattern in the decoded prompt."""
-    tokenizer = model._pnd_processor.tokenizer
+    tokenizer = attachment_of(model).processor.tokenizer
     mask = torch.zeros_like(input_ids, dtype=torch.bool)
     for row, ids in enumerate(input_ids.tolist()):
         pieces = [tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in ids]

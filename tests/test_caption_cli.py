@@ -19,7 +19,7 @@ import torch
 import pnd
 from pnd.demo import load_demo_model
 from pnd.demo.moving import make_moving_clip
-from pnd.video import read_video, write_video
+from pnd.io.video import read_video, write_video
 
 from helpers import interruptible
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from pnd.demo.moving import make_moving_clip
-from pnd.video import write_video
+from pnd.io.video import write_video
 
 from helpers import rank_process
 

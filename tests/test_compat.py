@@ -163,3 +163,13 @@ def test_compiled_decoding_follows_generate(tiny):
     config = CompileConfig(mode="default")
     config._compile_all_devices = True  # generate's switch for compiling on a CPU
     assert _compat.compiles_decoding(model, _compat.generation_config(model, {"compile_config": config})) is True
+
+
+def test_the_installed_package_declares_what_the_code_says():
+    """One source each: the version is pnd.__version__ (pyproject reads it), and the transformers requirement is the
+    range pnd/_compat.py was checked against."""
+    from importlib.metadata import requires, version
+
+    assert version("pnd") == pnd.__version__
+    [declared] = [r for r in requires("pnd") if r.startswith("transformers") and "extra" not in r]
+    assert SpecifierSet(declared.removeprefix("transformers")) == SpecifierSet(_compat.TRANSFORMERS_CHECKED)

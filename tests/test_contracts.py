@@ -14,7 +14,6 @@ from helpers import PROMPTS
 from reference import full_logits, greedy, normalized_scores
 
 
-
 class BanTokens(LogitsProcessor):
     """Sets a fixed set of tokens to -inf (a stand-in for bad_words / suppress_tokens)."""
 
@@ -39,7 +38,7 @@ def test_banned_tokens_stay_minus_inf_without_nan(tiny, model_type):
     banned = list(range(40, 200))
     out = run(model, inputs, [BanTokens(banned), pnd.PriorNormalized(1.0)])
     sequence = inputs["input_ids"]
-    for step, scores in enumerate(out.scores):
+    for scores in out.scores:
         assert not torch.isnan(scores).any()
         assert torch.isneginf(scores[:, banned]).all()
         reference = normalized_scores(model, inputs, sequence, 1.0).index_fill(1, torch.tensor(banned), -math.inf)

@@ -13,7 +13,7 @@ import torch
 import pnd
 from pnd.demo import ALPHAS, ATTRIBUTES, evaluate, load_demo_model, prior_shares
 from pnd.demo.moving import PLANTED
-from pnd.video import list_videos, read_video
+from pnd.io.video import list_videos, read_video
 
 SCRIPT = pathlib.Path(sys.executable).with_name("pnd")
 

@@ -5,6 +5,7 @@ import torch
 
 import pnd
 from pnd.architectures import architecture_for
+from pnd.attachment import attachment_of
 from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES, TINY_ARCHITECTURES, tiny_inputs
 
 from helpers import PROMPTS
@@ -139,7 +140,7 @@ def _pixels_of(pixel_inputs, index, model, inputs):
         start = int(tiles[:index].sum())
         return {"pixel_values": pixel_inputs["pixel_values"][start : start + int(tiles[index])]}
     if model.config.model_type.startswith("minicpmv"):  # the patches of every image (or frame) and slice, packed along -1
-        processor = model._pnd_processor
+        processor = attachment_of(model).processor
         suffix = "_videos" if "target_sizes_videos" in pixel_inputs else ""
         starts = processor.tokenizer.convert_tokens_to_ids([processor.image_start_token, processor.slice_start_token])
         units = torch.isin(inputs["input_ids"], torch.tensor(starts)).sum(1).tolist()
@@ -266,7 +267,7 @@ def test_other_threads_run_plain_attention_during_a_packed_call(tiny):
         want = model(**inputs).logits
         got = {}
         pnd.attach(model)  # switches the language model to the split attention, once
-        with pnd.packed._packed_attention(length=3, unpadded=True):
+        with pnd.decoding.packed._packed_attention(length=3, unpadded=True):
             thread = threading.Thread(target=lambda: got.update(logits=model(**inputs).logits))
             thread.start()
             thread.join()
@@ -292,9 +293,9 @@ def test_eager_attention_runs_the_prior_in_its_own_call():
         torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
     _prior_kv_matches_masked_forward(model, inputs, calls[0]["past_key_values"])
     model.set_attn_implementation("sdpa")
-    assert pnd.packed.packs_prior(model, {"logits_to_keep": 1})
+    assert pnd.decoding.packed.packs_prior(model, {"logits_to_keep": 1})
     model.config.text_config.sliding_window = 4096  # the packed call's mask would drop the window
-    assert not pnd.packed.packs_prior(model, {"logits_to_keep": 1})
+    assert not pnd.decoding.packed.packs_prior(model, {"logits_to_keep": 1})
 
 
 @pytest.mark.parametrize("model_type", [t for t in TINY_ARCHITECTURES if t != "llava"])

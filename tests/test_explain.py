@@ -1,10 +1,10 @@
-"""The per-token view (pnd.explain, CaptionScorer.token_scores) equals the brute-force reference, step by step."""
+"""The per-token view (pnd.scoring.explain, CaptionScorer.token_scores) equals the brute-force reference, step by step."""
 
 import pytest
 import torch
 
 import pnd
-from pnd.explain import explain
+from pnd.scoring.explain import explain
 from pnd.testing import TINY_ARCHITECTURES, random_video, tiny_inputs
 
 from reference import full_logits, greedy
@@ -110,7 +110,7 @@ def demo():
 
 def demo_explanation(demo, clip, alpha=1.0):
     from pnd.demo import PLAUSIBILITY
-    from pnd.prompts import video_prompt
+    from pnd.io.prompts import video_prompt
 
     model, processor = demo
     inputs = processor(text=[video_prompt(processor, "Describe the video.")], videos=[clip], return_tensors="pt")
@@ -141,7 +141,7 @@ def explained(tmp_path_factory):
     from pathlib import Path
 
     from pnd.demo import uniform_test_set
-    from pnd.video import write_video
+    from pnd.io.video import write_video
 
     root = tmp_path_factory.mktemp("explain")
     clips, pairs = uniform_test_set(1, noise=0.85)
@@ -285,14 +285,14 @@ def test_pnd_explain_stops_on_sigterm_with_one_line(tmp_path, monkeypatch, capsy
 
     from PIL import Image
 
-    import pnd.explain
+    import pnd.scoring.explain
     from pnd.cli import main
 
     def terminated(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)  # the handler raises before this ends
         raise AssertionError("SIGTERM did not stop pnd explain")
-    monkeypatch.setattr(pnd.explain, "explain", terminated)
+    monkeypatch.setattr(pnd.scoring.explain, "explain", terminated)
     Image.new("RGB", (16, 16)).save(tmp_path / "frame.png")
     assert main(["explain", str(tmp_path / "frame.png"), "--out", str(tmp_path / "o")]) == 143
     assert capsys.readouterr().err.endswith("\npnd explain: terminated before it finished; run the same command again.\n")

@@ -9,15 +9,16 @@ import torch
 
 import pnd
 from pnd.architectures import Architecture, architecture_for
-from pnd.prompts import video_prompt
+from pnd.attachment import attachment_of
+from pnd.io.prompts import video_prompt
 from pnd.testing import FINDER_VIDEO_ARCHITECTURES, random_video
+from pnd.testing import tiny_inputs as tiny_inputs_of
+
+from reference import full_logits, processor_expansion, visual_positions
 
 # Cosmos 3 Edge's processor class (transformers 5.23) defaults to neither the video metadata nor mm_token_type_ids that
 # it and its model need: a saved and reloaded one fails in plain transformers too, so it is tested in process only
 SAVED_FINDER_VIDEO_ARCHITECTURES = tuple(t for t in FINDER_VIDEO_ARCHITECTURES if t != "cosmos3_edge")
-from pnd.testing import tiny_inputs as tiny_inputs_of
-
-from reference import full_logits, processor_expansion, visual_positions
 
 
 def _metadata(fps, first=0):
@@ -102,7 +103,7 @@ def test_qwen3_vl_decoding_hides_timestamps(tiny):
                              return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(1.0)])
         cond = model.generate(**inputs, max_new_tokens=1, do_sample=False, output_scores=True,
                               return_dict_in_generate=True)
-        runs.append((torch.log_softmax(cond.scores[0], -1) - out.scores[0]))  # = the prior's log-softmax
+        runs.append(torch.log_softmax(cond.scores[0], -1) - out.scores[0])  # = the prior's log-softmax
     torch.testing.assert_close(runs[0], runs[1], atol=1e-4, rtol=0)
 
 
@@ -110,7 +111,7 @@ def _placeholders_masked(model, inputs):
     """Last logits of a forward whose attention mask hides the placeholder tokens only (the leaky prior)."""
     ids = inputs["input_ids"]
     placeholders = Architecture.placeholder_mask(architecture_for(model), model.config, ids)
-    positions = pnd.prior.default_position_ids(model, **inputs)
+    positions = pnd.decoding.prior.default_position_ids(model, **inputs)
     with torch.no_grad():
         logits = model(**{**inputs, "attention_mask": inputs["attention_mask"] * ~placeholders},
                        position_ids=positions).logits
@@ -161,8 +162,8 @@ def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
 
     from transformers import AutoProcessor
 
+    from pnd.io.video import read_video, write_video
     from pnd.testing import tiny_model
-    from pnd.video import read_video, write_video
 
     model, processor = tiny_model(model_type)
     model.save_pretrained(tmp_path / "model")
@@ -186,8 +187,8 @@ def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
 def test_pnd_caption_on_an_image_only_family_says_so(tmp_path, model_type):
     """A saved model whose processor takes images only: pnd caption stops with the reason, writing nothing."""
     from pnd.cli import main
+    from pnd.io.video import write_video
     from pnd.testing import tiny_model
-    from pnd.video import write_video
 
     model, processor = tiny_model(model_type)
     model.save_pretrained(tmp_path / "model")
@@ -229,7 +230,7 @@ def test_family_needs_its_processor(model_type):
 
     model, processor = tiny_model(model_type)
     inputs = tiny_inputs(processor, model_type)
-    del model._pnd_processor
+    attachment_of(model).processor = None
     with pytest.raises(ValueError, match=r"pnd.attach\(model, processor\)"):
         pnd.attach(model).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
     pnd.detach(model)
@@ -253,7 +254,7 @@ def test_internvl_prompt_the_processor_did_not_build_is_an_error(tiny):
 
 
 def test_internvl_videos_of_different_frame_counts_are_an_error(tiny):
-    from pnd.captioning import generate_captions
+    from pnd.decoding.captioning import generate_captions
 
     model, processor = tiny("internvl")
     videos = [random_video(0, frames=4), random_video(1, frames=6)]
@@ -321,7 +322,7 @@ def test_lfm2_vl_needs_its_processor_and_whole_image_blocks(tiny):
 
     model, processor = tiny_model("lfm2_vl")
     inputs = tiny_inputs_of(processor, "lfm2_vl")
-    del model._pnd_processor
+    attachment_of(model).processor = None
     with pytest.raises(ValueError, match=r"<\|image_start\|>.*pnd.attach\(model, processor\)"):
         pnd.prior_logits(model, **inputs)
     with pytest.raises(ValueError, match=r"\(LlavaProcessor\) does not write the <\|image_start\|>"):

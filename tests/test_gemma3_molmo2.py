@@ -9,6 +9,7 @@ import torch
 
 import pnd
 from pnd.architectures import architecture_for
+from pnd.attachment import attachment_of
 from pnd.testing import tiny_inputs
 
 from helpers import PROMPTS
@@ -46,7 +47,7 @@ def test_conditioned_prefill_attends_bidirectionally_in_the_image_block(tiny, mo
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)
     assert not architecture_for(model).causal_prompt
-    assert not pnd.packed.packs_prior(model, {"logits_to_keep": 1})
+    assert not pnd.decoding.packed.packs_prior(model, {"logits_to_keep": 1})
     out = pnd.attach(model).generate(**inputs, max_new_tokens=1, do_sample=False, output_logits=True,
                                      return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(0.5)])
     with torch.no_grad():
@@ -128,7 +129,7 @@ def test_molmo2_prior_hides_both_image_views_with_their_ends(tiny):
 
 def _molmo2_video_parts(processor, prompts=PROMPTS, before=""):
     """(chat texts, visual kwargs) for one 4-frame video at 2 fps per prompt (`before` written right before it)."""
-    from pnd.prompts import video_prompt
+    from pnd.io.prompts import video_prompt
     from pnd.testing import random_video
 
     texts = [video_prompt(processor, p).replace(processor.video_token, before + processor.video_token) for p in prompts]
@@ -146,7 +147,7 @@ def test_molmo2_video_needs_its_processor(tiny):
     """Without the processor bound a video prompt is refused, naming pnd.attach(model, processor)."""
     model, processor = tiny("molmo2")
     inputs = _molmo2_video(processor, PROMPTS[:1])
-    del model._pnd_processor
+    attachment_of(model).processor = None
     try:
         with pytest.raises(ValueError, match=r"pnd.attach\(model, processor\)"):
             pnd.prior_logits(model, **inputs)

@@ -5,9 +5,17 @@ import math
 
 import pytest
 import torch
-from transformers import (DynamicCache, LogitsProcessorList, MinNewTokensLengthLogitsProcessor,
-                          NoBadWordsLogitsProcessor, NoRepeatNGramLogitsProcessor, RepetitionPenaltyLogitsProcessor,
-                          SequenceBiasLogitsProcessor, StoppingCriteria, SuppressTokensLogitsProcessor)
+from transformers import (
+    DynamicCache,
+    LogitsProcessorList,
+    MinNewTokensLengthLogitsProcessor,
+    NoBadWordsLogitsProcessor,
+    NoRepeatNGramLogitsProcessor,
+    RepetitionPenaltyLogitsProcessor,
+    SequenceBiasLogitsProcessor,
+    StoppingCriteria,
+    SuppressTokensLogitsProcessor,
+)
 from transformers.generation.streamers import BaseStreamer
 
 import pnd

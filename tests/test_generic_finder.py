@@ -87,7 +87,7 @@ def test_chat_template_tokenized_by_the_processor_is_found(tiny):
 
 def test_outputs_the_caller_asked_for_stay(tiny):
     model, processor = tiny("internvl")
-    text = [pnd.prompts.video_prompt(processor, "Describe the video.")]
+    text = [pnd.io.prompts.video_prompt(processor, "Describe the video.")]
     ids, replaced = processor_expansion(processor, text, videos=[pnd.testing.random_video(0)])
     assert torch.equal(recalled_expansion(processor, ids, None, "InternVL"), replaced)
 
@@ -147,7 +147,7 @@ def test_families_with_unhandled_layer_types_are_refused_naming_them(model_type,
 def test_one_prompt_without_tensors_is_remembered(tiny):
     """`processor(text="...", videos=...)` with no return_tensors: lists, remembered all the same."""
     model, processor = tiny("kimi_k25")
-    text = pnd.prompts.video_prompt(processor, "Describe the video.")
+    text = pnd.io.prompts.video_prompt(processor, "Describe the video.")
     lists = processor(text=text, videos=[pnd.testing.random_video(0)])
     ids = torch.tensor(lists["input_ids"])
     assert torch.equal(recalled_expansion(processor, ids, None, "Kimi K2.5"), visual_positions(model, ids))

@@ -14,8 +14,17 @@ import pnd
 from pnd.testing import tiny_inputs
 
 from helpers import PROMPTS
-from reference import (PIXEL_KEYS, conditioned_positions, full_logits, greedy, kept_tokens_forward,
-                       normalized_scores, placeholders_only_removed, sequence_mask, visual_positions)
+from reference import (
+    PIXEL_KEYS,
+    conditioned_positions,
+    full_logits,
+    greedy,
+    kept_tokens_forward,
+    normalized_scores,
+    placeholders_only_removed,
+    sequence_mask,
+    visual_positions,
+)
 
 STEPS = 6
 HYBRID = ("qwen3_5", "lfm2_vl")
@@ -121,7 +130,7 @@ def test_hybrid_prefill_runs_every_kept_token_and_the_paired_cache_holds_their_s
     inputs = tiny_inputs(processor, model_type, PROMPTS)
     ids, mask = inputs["input_ids"], inputs["attention_mask"]
     assert (mask == 0).any()
-    assert not pnd.packed.packs_prior(model, {"logits_to_keep": 1})
+    assert not pnd.decoding.packed.packs_prior(model, {"logits_to_keep": 1})
     kept = mask.bool() & ~visual_positions(model, ids)
     calls = _prefill_calls(model, inputs)
     assert len(calls) == 2 and calls[1]["input_ids"].shape[1] == int(kept.sum(1).max())
@@ -182,7 +191,7 @@ def test_hybrid_returned_cache_holds_the_conditioned_rows(tiny, model_type):
         plain = model(input_ids=sequence, attention_mask=mask, position_ids=conditioned_positions(model, sequence, mask,
                       inputs), use_cache=True, **pixels).past_key_values
     returned = out.past_key_values
-    assert not isinstance(returned, pnd.cache.PairedCache)
+    assert not isinstance(returned, pnd.decoding.cache.PairedCache)
     for got, want in zip(returned.layers, plain.layers):
         if _recurrent(got):
             assert _states(got).keys() == _states(want).keys()
@@ -196,7 +205,7 @@ def test_hybrid_returned_cache_holds_the_conditioned_rows(tiny, model_type):
 def test_qwen3_5_prior_does_not_depend_on_the_timestamps(tiny):
     """Two videos whose expansions differ only in their `<t seconds>` text: the same prior, the reference's."""
     model, processor = tiny("qwen3_5")
-    text = [pnd.prompts.video_prompt(processor, "Describe the video.")]
+    text = [pnd.io.prompts.video_prompt(processor, "Describe the video.")]
     runs = [processor(text=text, videos=[pnd.testing.random_video(0)], return_tensors="pt",
                       video_metadata=[{"fps": fps, "total_num_frames": 4, "frames_indices": [0, 1, 2, 3]}])
             for fps in (24, 0.5)]

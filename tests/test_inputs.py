@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import pnd
+from pnd.attachment import attachment_of
 from pnd.testing import random_video
 
 
@@ -42,7 +43,7 @@ def test_a_video_without_frames(tiny):
     empty = random_video(0)[:0]
     with pytest.raises(ValueError, match=r"video has 0 frames: pass at least one frame.*read_video"):
         pnd.CaptionScorer(model, processor).score([empty], ["a red circle"])
-    from pnd.captioning import generate_captions
+    from pnd.decoding.captioning import generate_captions
 
     with pytest.raises(ValueError, match="video has 0 frames"):
         generate_captions(pnd.attach(model), processor, [random_video(0), empty], alpha=0.5)
@@ -61,7 +62,7 @@ def test_a_prefill_strategy_in_the_processor_slot_says_to_name_it(tiny):
     model, _ = tiny("llava")
     with pytest.raises(TypeError, match=r"pnd.attach\(model, prefill='own_call'\)"):
         pnd.attach(model, "own_call")
-    assert not hasattr(model, "_pnd")
+    assert attachment_of(model) is None
 
 
 def _nan_video(seed=0):

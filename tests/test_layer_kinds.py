@@ -1,4 +1,4 @@
-"""docs/design.md §1, §4: what the prior does in each layer type is declared in one table (`pnd/layers.py`); an
+"""docs/design.md §1, §4: what the prior does in each layer type is declared in one table (`pnd/architectures/layers.py`); an
 undeclared layer type is refused by name; the new kinds (recurrent layers with several states, indexed sparse
 attention) are exact, and each fails the reference when it is handled as the masked-only layers are.
 
@@ -15,8 +15,8 @@ import torch
 
 import pnd
 from pnd._compat import layer_states, map_states, set_layer_state
-from pnd.cache import PairedCache
-from pnd.layers import LAYER_KINDS, layer_plan
+from pnd.architectures.layers import LAYER_KINDS, layer_plan
+from pnd.decoding.cache import PairedCache
 from pnd.testing import TINY_ARCHITECTURES, tiny_inputs, tiny_model
 
 from helpers import PROMPTS

@@ -1,7 +1,7 @@
 """The package tree is the architecture: the core imports no front end, and no module of pnd is in an import cycle.
 
 Front ends: the command line (`pnd.cli`), integrations (`pnd.integrations`), the demo (`pnd.demo`) and the test
-helpers (`pnd.testing`, `pnd.tiny_builders`). Everything else is the core. Imports are read from the source (lazy ones inside
+helpers (`pnd.testing`, `pnd.testing.builders`). Everything else is the core. Imports are read from the source (lazy ones inside
 functions included), so a cycle that only shows at run time is caught too.
 """
 
@@ -15,7 +15,7 @@ import pytest
 import pnd
 
 ROOT = Path(pnd.__file__).parent
-FRONT_ENDS = ("pnd.cli", "pnd.integrations", "pnd.demo", "pnd.testing", "pnd.tiny_builders")
+FRONT_ENDS = ("pnd.cli", "pnd.integrations", "pnd.demo", "pnd.testing", "pnd.testing.builders")
 OPTIONAL = ("av", "lmms_eval", "bitsandbytes", "matplotlib", "decord")
 
 
@@ -32,11 +32,16 @@ def is_front_end(name: str) -> bool:
 
 
 def imports_of(name: str) -> set[str]:
-    """The pnd modules that module `name` imports anywhere in its source."""
+    """The pnd modules that module `name` imports anywhere in its source (`if TYPE_CHECKING:` blocks aside)."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and ast.unparse(block.test) ==
+                   "TYPE_CHECKING" for n in ast.walk(block)}  # imports for annotations only: never run
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -75,7 +80,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_the_import_graph_is_read_from_the_source():
-    assert "pnd.paired" in GRAPH["pnd"] and "pnd.registry" not in GRAPH
+    assert "pnd.decoding.paired" in GRAPH["pnd"] and "pnd.registry" not in GRAPH
     assert GRAPH["pnd.architectures.llava"] == {"pnd.architectures.registry"}
     assert "pnd.demo" in GRAPH["pnd.cli.caption"]  # a lazy import inside a function counts
 
@@ -112,7 +117,7 @@ def test_import_pnd_loads_core_modules_only_and_no_optional_dependency():
     out = run_python("import pnd, sys; print(' '.join(sorted(m for m in sys.modules if m.startswith('pnd'))));"
                      f"print(' '.join(m for m in {OPTIONAL!r} if m in sys.modules))")
     loaded, optional = out.splitlines()[0].split(), out.splitlines()[1:]
-    assert "pnd.paired" in loaded and not [m for m in loaded if is_front_end(m)]
+    assert "pnd.decoding.paired" in loaded and not [m for m in loaded if is_front_end(m)]
     assert optional in ([], [""])
 
 
@@ -132,10 +137,10 @@ print(out.shape[1] > 0, tuple(scores.shape))
 
 
 @pytest.mark.parametrize("code, extra", [
-    ("import torch; from pnd.video import write_video; write_video('unused.mp4', torch.zeros(1, 3, 8, 8))", "video"),
+    ("import torch; from pnd.io.video import write_video; write_video('unused.mp4', torch.zeros(1, 3, 8, 8))", "video"),
     ("import pnd.integrations.lmms_eval", "eval"),
     ("from pnd.extras import pyplot; pyplot()", "plot"),
-    ("from pnd.loading import load_model; load_model('unused', load_in_4bit=True)", "quant"),
+    ("from pnd.io.loading import load_model; load_model('unused', load_in_4bit=True)", "quant"),
 ])
 def test_a_front_end_without_its_extra_names_the_extra_to_install(code, extra):
     result = subprocess.run([sys.executable, "-c", BLOCK_OPTIONAL + code], capture_output=True, text=True, timeout=300)
@@ -159,3 +164,65 @@ def test_test_modules_do_not_import_each_other():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not any(n.startswith("test_") for n in names), f"{path.name} imports a test module: {names}"
+
+
+LAYERS = (  # each layer imports only from the layers before it (and from itself)
+    ("pnd._compat", "pnd._moved", "pnd.attachment", "pnd.extras", "pnd.validation"),
+    ("pnd.architectures",),
+    ("pnd.io",),
+    ("pnd.decoding",),
+    ("pnd.scoring",),
+)
+
+
+def layer_of(name: str) -> int | None:
+    return next((i for i, layer in enumerate(LAYERS) if any(name == p or name.startswith(p + ".") for p in layer)),
+                None)
+
+
+def test_every_core_module_has_a_layer():
+    assert [n for n in MODULES if n != "pnd" and not is_front_end(n) and layer_of(n) is None] == []
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if layer_of(n) is not None))
+def test_a_core_package_imports_only_the_layers_below_it(name):
+    """base < architectures < io < decoding < scoring: e.g. decoding never imports scoring, io never decoding."""
+    assert [m for m in GRAPH[name] if (layer_of(m) or 0) > layer_of(name)] == []
+
+
+def private_reaches(path: Path) -> list[str]:
+    """`x._name` on anything but self/cls, and `from <another package> import _name`, in one source file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") and \
+                node.attr not in ("_asdict", "_replace", "_fields", "_make"):  # a NamedTuple's public methods
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls", "_compat")):
+                found.append(f"{path.name}:{node.lineno} .{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.level > 1:
+            found += [f"{path.name}:{node.lineno} import {a.name}" for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__") and a.name != "_compat"]
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n != "pnd._compat"))
+def test_no_module_reaches_into_private_attributes(name):
+    """Private names stay in their package; transformers' private calls are pnd/_compat.py's alone."""
+    assert private_reaches(MODULES[name]) == []
+
+
+def test_the_old_module_paths_still_import_with_a_deprecation_warning():
+    """What pnd 0.2 users imported (pnd.video, pnd.explain, pnd.tiny_builders, ...) is the moved module itself."""
+    from pnd._moved import MOVED
+
+    out = run_python(f"""
+import importlib, warnings
+for old, new in {MOVED!r}.items():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new) and module.__name__ == new == module.__spec__.name, old
+    assert [w.category for w in caught] == [DeprecationWarning] and new in str(caught[0].message), (old, caught)
+from pnd.video import read_video
+print(read_video.__module__)
+""")
+    assert out.split() == ["pnd.io.video"]

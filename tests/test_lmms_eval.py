@@ -18,9 +18,18 @@ from lmms_eval.tasks.mme.utils import mme_aggregate_results, mme_doc_to_text, mm
 from lmms_eval.tasks.mvbench.utils import mvbench_aggregate_results, mvbench_doc_to_text, mvbench_process_results
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
+from pnd.attachment import attachment_of
 from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES
 
-from lmms_eval_fixtures import MME_KWARGS, MVBENCH_FOLDER, MVBENCH_KWARGS, RETRIEVAL_DOCS, build, mme_image, run_lmms_eval
+from lmms_eval_fixtures import (
+    MME_KWARGS,
+    MVBENCH_FOLDER,
+    MVBENCH_KWARGS,
+    RETRIEVAL_DOCS,
+    build,
+    mme_image,
+    run_lmms_eval,
+)
 from reference import forced_scores, greedy
 
 ALPHA = 0.5
@@ -60,7 +69,7 @@ class Reference:
     def __init__(self, root):
         self.model = AutoModelForImageTextToText.from_pretrained(root / "model").eval()
         self.processor = AutoProcessor.from_pretrained(root / "model")
-        self.model._pnd_processor = self.processor  # the reference reads a TEXT_EXPANDED family's expansion with it
+        attachment_of(self.model, create=True).processor = self.processor  # the reference reads a TEXT_EXPANDED family's expansion with it
 
     def inputs(self, text, image=None, video=None):
         kind = "image" if image is not None else "video"
@@ -243,9 +252,10 @@ def test_pnd_hf_on_a_molmo2_video_equals_the_reference(tmp_path):
     binds; generation and loglikelihood are the reference's (which hides the same expansion by its own pattern)."""
     from types import SimpleNamespace
 
-    from helpers import write_mp4
     from pnd.integrations.lmms_eval import PndHf
     from pnd.testing import tiny_model
+
+    from helpers import write_mp4
 
     model, processor = tiny_model("molmo2")
     model.save_pretrained(tmp_path / "model")
@@ -336,9 +346,10 @@ def test_a_failing_document_neither_stops_nor_changes_the_others(tmp_path, capsy
     alone, the bad one an empty answer / infinite losses, and each call names it and says how many failed."""
     from types import SimpleNamespace
 
-    from helpers import write_mp4
     from pnd.integrations.lmms_eval import PndHf
     from pnd.testing import tiny_model
+
+    from helpers import write_mp4
 
     model, processor = tiny_model("llava_onevision")
     model.save_pretrained(tmp_path / "model")

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from pnd.ranking import dual_softmax, inverted_softmax, ranks, rerank, retrieval_metrics, sinkhorn
+from pnd.scoring.ranking import dual_softmax, inverted_softmax, ranks, rerank, retrieval_metrics, sinkhorn
 
 SCORES = torch.tensor([[3.0, 1.0, 2.0], [1.0, 2.0, 0.0], [0.0, 5.0, 4.0]])
 

@@ -2,8 +2,8 @@
 
 import json
 import os
-import re
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +14,7 @@ import psutil
 import pytest
 import torch
 
-from pnd.ranking import retrieval_metrics, sinkhorn
+from pnd.scoring.ranking import retrieval_metrics, sinkhorn
 from pnd.testing import tiny_model
 
 from helpers import interruptible, rank_process, write_mp4
@@ -255,9 +255,9 @@ def test_a_rerun_scores_nothing_again_and_refuses_rows_of_other_settings(setup, 
     assert main_retrieve(setup, "--out", tmp_path / "out") == 1  # broken.mp4
     first = torch.load(tmp_path / "out" / "scores.pt")
     (tmp_path / "out" / "scores.pt").unlink()
-    import pnd.loading
+    import pnd.io.loading
 
-    monkeypatch.setattr(pnd.loading, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(pnd.io.loading, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
     monkeypatch.chdir(tmp_path)  # the keys are resolved paths: another folder finds the same rows
     assert main_retrieve(setup, "--out", "out") == 1  # broken.mp4 is retried, fails again, loads nothing
     again = torch.load(tmp_path / "out" / "scores.pt")

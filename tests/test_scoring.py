@@ -66,24 +66,26 @@ def test_scores_equal_teacher_forced_forwards(tiny, model_type, prior_mode, moda
 
 
 def test_videos_given_as_files(tiny, tmp_path):
-    from pnd.video import read_video
+    from pnd.io.video import read_video
+
     from helpers import write_mp4
 
     model, processor = tiny("llava_onevision")
     write_mp4(tmp_path / "clip.mp4", 6)
     scorer = pnd.CaptionScorer(model, processor, frames=4)
-    from_file = scorer.score([tmp_path / "clip.mp4"], CAPTIONS)
+    with pytest.warns(DeprecationWarning, match=r"pass frames, pnd.io.video.read_video"):
+        from_file = scorer.score([tmp_path / "clip.mp4"], CAPTIONS)
     torch.testing.assert_close(from_file, scorer.score([read_video(tmp_path / "clip.mp4", 4)], CAPTIONS))
     assert scorer.build_inputs(str(tmp_path / "clip.mp4"), CAPTIONS[0]).caption_span[1] > 0
 
 
 def test_caption_prior_is_the_same_for_every_video_and_computed_once(tiny, monkeypatch):
-    import pnd.scoring
+    import pnd.scoring.scorer
 
     model, processor = tiny("llava_onevision")
     calls = []
-    original = pnd.scoring.masked_prefill
-    monkeypatch.setattr(pnd.scoring, "masked_prefill", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = pnd.scoring.scorer.masked_prefill
+    monkeypatch.setattr(pnd.scoring.scorer, "masked_prefill", lambda *a, **k: calls.append(1) or original(*a, **k))
     scorer = pnd.CaptionScorer(model, processor)
     parts = scorer.score(VIDEOS, CAPTIONS, return_parts=True)
     assert torch.equal(parts.prior, parts.prior[:1].expand_as(parts.prior))

@@ -7,7 +7,7 @@ import torch
 from transformers import CompileConfig, DynamicCache, Qwen2Config, StaticCache
 
 import pnd
-from pnd.cache import PairedStaticCache
+from pnd.decoding.cache import PairedStaticCache
 from pnd.testing import tiny_inputs, tiny_model
 
 from helpers import PROMPTS

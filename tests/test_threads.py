@@ -7,10 +7,10 @@ import torch
 
 import pnd
 from pnd._compat import attention_implementation
+from pnd.attachment import attachment_of
 from pnd.testing import tiny_inputs
 
 from helpers import PROMPTS
-
 
 
 def decode(model, inputs, normalizer):
@@ -69,7 +69,8 @@ def test_one_processor_object_shared_by_two_models(tiny):
     for model_type in ("llava_onevision", "qwen2_vl"):
         model, processor = tiny(model_type)
         inputs = tiny_inputs(processor, model_type, PROMPTS)
-        runs.append(lambda model=pnd.attach(model), inputs=inputs: decode(model, inputs, normalizer))
+        attached = pnd.attach(model)
+        runs.append(lambda model=attached, inputs=inputs: decode(model, inputs, normalizer))
     alone = [run() for run in runs]
     for results in overlapping(runs):
         for got, want in zip(results, alone):
@@ -81,5 +82,5 @@ def test_no_per_call_state_outlives_the_call(tiny):
     normalizer = pnd.PriorNormalized(0.5)
     decode(pnd.attach(model), tiny_inputs(processor, "qwen2_vl", PROMPTS), normalizer)
     assert vars(normalizer) == {"alpha": 0.5, "prior": "masked", "plausibility": None}
-    assert pnd.logits_processor.RUNNING_GENERATION.get() is None
-    assert not any(isinstance(v, pnd.paired.Generation) for v in vars(model._pnd).values())
+    assert pnd.decoding.generation.running_generation() is None
+    assert not any(isinstance(v, pnd.decoding.generation.Generation) for v in vars(attachment_of(model)).values())

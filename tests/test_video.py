@@ -3,7 +3,7 @@ import pytest
 import torch
 from PIL import Image
 
-from pnd.video import VideoReadError, list_videos, read_video, uniform_indices
+from pnd.io.video import VideoReadError, list_videos, read_video, uniform_indices
 
 from helpers import write_mp4
 

@@ -16,7 +16,7 @@ import torch
 from pnd.demo import SAMPLE_VIDEOS
 from pnd.demo.moving import FRAMES, make_moving_clip
 from pnd.demo.training import train_demo_model
-from pnd.video import write_video
+from pnd.io.video import write_video
 
 # (colour, size, motion, file suffix): none is the planted small red square, so plain decoding tends to be wrong
 SAMPLES = [("blue", "medium", "right", ".mp4"), ("green", "big", "up", ".mp4"),

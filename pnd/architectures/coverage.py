@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import functools
 
-from ..layers import layer_plan
+from .layers import layer_plan
 from .refused import REFUSED
 from .registry import _REGISTRY, Architecture, registered
+
 
 def image_text_to_text_types() -> list[str]:
     """The model types the installed transformers maps to image-text-to-text (`AutoModelForImageTextToText`)."""

@@ -20,7 +20,7 @@ code. What their processors write besides placeholders (transformers 5.23):
   4-axis xD-RoPE positions from `mm_token_type_ids`.
 - GLM-5-next: GLM-4.6V's per-frame `<|begin_of_image|>…<|end_of_image|>` then `t seconds`; a NoPE language model of
   KDA linear attention and indexed sparse attention, so the prior's prefill runs the kept tokens alone
-  (`pnd/layers.py`).
+  (`pnd/architectures/layers.py`).
 - Qwen3-Omni thinker: `<|image_pad|>` / `<|video_pad|>` tokens inside the template's vision start/end pair; M-RoPE
   positions with a time stride from `video_second_per_grid`.
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import torch
 
 from .delimited import blocks_with_ends
-from .reported import bound_processor
 from .registry import Architecture, register
+from .reported import bound_processor
 
 
 def delimiter_ids(processor) -> tuple[int, int]:

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import torch
 
 from .delimited import blocks_with_ends
-from .reported import bound_processor
 from .qwen2_vl import MRoPEArchitecture
 from .registry import Architecture, register
+from .reported import bound_processor
 
 
 def _nearest(blocks: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..attachment import attachment_of
 from .delimited import blocks_with_ends
 from .registry import Architecture, register
 
@@ -34,7 +35,7 @@ class Molmo2Architecture(Architecture):
 
     def expansion(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The image blocks of a prompt without video, else what the bound processor reported replacing."""
-        processor = getattr(model, "_pnd_processor", None)
+        processor = getattr(attachment_of(model), "processor", None)
         frames_as_images = processor is not None and not processor.use_frame_special_tokens
         if frames_as_images or (input_ids == model.config.frame_start_token_id).any():
             return self.reported_expansion(model, input_ids, attention_mask,

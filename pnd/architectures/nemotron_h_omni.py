@@ -1,4 +1,4 @@
-"""Nemotron-H Omni (Nemotron 3 Nano Omni): a Mamba-2 / attention / MoE hybrid language model (`pnd/layers.py`), its
+"""Nemotron-H Omni (Nemotron 3 Nano Omni): a Mamba-2 / attention / MoE hybrid language model (`pnd/architectures/layers.py`), its
 expansion found by the generic finder (`reported.py`).
 
 What its processor writes (transformers 5.23): per image `<img>`, the `<image>` tokens, `</img>`; per video one such

@@ -7,7 +7,7 @@ hybrid: Gated-DeltaNet layers (`linear_attention`, a recurrent state instead of 
 attention layers. Its prior runs the kept tokens alone through every layer (docs/design.md, "The prior"): pnd's
 prefill does that for any model with recurrent layers (`prior.masked_prefill`), whatever the family. Qwen4 (exp) writes
 the same prompts; its language model puts indexed sparse attention between the Gated-DeltaNet layers and per-layer
-n-gram embeddings in them, whose states travel with the prior rows too (`pnd/layers.py`).
+n-gram embeddings in them, whose states travel with the prior rows too (`pnd/architectures/layers.py`).
 """
 
 from .delimited import DelimitedArchitecture

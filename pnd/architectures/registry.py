@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import torch
 
 from .._compat import position_ids_for_generation
-from ..layers import layer_plan
+from .layers import layer_plan
 from .refused import REFUSED
 from .reported import bound_processor, recalled_expansion
 
-_REGISTRY: dict[str, "Architecture"] = {}
+_REGISTRY: dict[str, Architecture] = {}
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ error that says how to build it, never a guess.
 
 Example:
     >>> import torch
+
+from ..attachment import attachment_of
     >>> from pnd.testing import tiny_model, tiny_inputs
     >>> model, processor = tiny_model("internvl")  # binds the processor, as pnd.attach(model, processor) does
     >>> inputs = tiny_inputs(processor, "internvl")
@@ -31,6 +33,8 @@ from collections import OrderedDict
 
 import numpy as np
 import torch
+
+from ..attachment import attachment_of
 
 _ASKED = ("return_text_replacement_offsets", "return_offsets_mapping")
 _ADDED = ("text_replacement_offsets", "offset_mapping")
@@ -65,7 +69,7 @@ class ExpansionRecord:
         return torch.from_numpy(np.unpackbits(np.frombuffer(packed, dtype=np.uint8), count=len(ids)).astype(bool))
 
 
-_RECORDS: "weakref.WeakKeyDictionary[object, ExpansionRecord]" = weakref.WeakKeyDictionary()
+_RECORDS: weakref.WeakKeyDictionary[object, ExpansionRecord] = weakref.WeakKeyDictionary()
 _CALL = threading.local()  # the replacements of the processor call under way in this thread
 
 
@@ -182,13 +186,13 @@ def recalled_expansion(processor, input_ids: torch.Tensor, attention_mask: torch
 def bind_processor(model, processor) -> None:
     """Remember `processor` as the one that builds `model`'s inputs, and make it report its expansions."""
     report_expansions(processor)
-    model._pnd_processor = processor
+    attachment_of(model, create=True).processor = processor
 
 
 def bound_processor(model, why: str):
     """The processor `bind_processor` bound to `model`; without one, a ValueError that starts with `why` (what the
     family's expansion needs the processor for) and says how to bind it."""
-    processor = getattr(model, "_pnd_processor", None)
+    processor = getattr(attachment_of(model), "processor", None)
     if processor is None:
         raise ValueError(f"{why}, so pnd needs the processor: call pnd.attach(model, processor) with the processor that "
                          "builds the inputs.")

@@ -29,17 +29,17 @@ Example:
 from __future__ import annotations
 
 import itertools
-from operator import attrgetter
 import os
 import stat
 import sys
 import time
+from operator import attrgetter
 from pathlib import Path
 
 import torch
 
-from ..captioning import generate_captions
-from ..logits_processor import PriorNormalized
+from ..decoding.captioning import generate_captions
+from ..decoding.logits_processor import PriorNormalized
 from .inputs import InputsError, Item, VideoFrames, read_inputs
 from .launch import Launch, add_model_arguments, check_model_arguments, load_for_rank
 from .records import PartWriter, RecordsError, file_in_the_way, finished_ids, merge
@@ -159,8 +159,8 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
     """Caption `items` into `part`; the names of videos that cannot be read go to `failed`."""
     from tqdm.auto import tqdm
 
+    from ..decoding.paired import attach
     from ..demo import DEMO_MODEL
-    from ..paired import attach
 
     if not items:
         return

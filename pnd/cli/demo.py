@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..captioning import generate_captions
+from ..decoding.captioning import generate_captions
+from ..decoding.paired import attach
 from ..demo import PLAUSIBILITY, SAMPLE_ALPHAS, SAMPLE_VIDEOS, evaluate, load_demo_model, markdown, plot, prior_shares
 from ..demo.moving import FRAMES
-from ..paired import attach
-from ..video import list_videos, read_video
+from ..io.video import list_videos, read_video
 
 
 def add_arguments(parser) -> None:

@@ -6,8 +6,8 @@
 Without --model the bundled demo model answers (offline, seconds). Writes into --out: explain.html (a
 self-contained page: each token coloured by how far the prior pushed it down (red) or up (blue) among its
 alternatives, the numbers on hover and in a table), explain.png (the same tokens) and explain.json (every
-number: `pnd.explain.Explanation.to_dict()`). The shift of a token is the change of its log-probability
-when the normalized scores are read as a distribution (`pnd.tokens`).
+number: `pnd.scoring.explain.Explanation.to_dict()`). The shift of a token is the change of its log-probability
+when the normalized scores are read as a distribution (`pnd.scoring.tokens`).
 
 Example:
     >>> from pnd.cli import main
@@ -21,9 +21,9 @@ import html
 import json
 from pathlib import Path
 
-from ..explain import Explanation
 from ..extras import pyplot
-from ..video import FRAME_SUFFIXES
+from ..io.video import FRAME_SUFFIXES
+from ..scoring.explain import Explanation
 
 SCALE = 2.0  # |shift| (nats) shown at full colour
 VIEWS = (("plain", "plain decoding"), ("normalized", "prior-normalized decoding"))
@@ -48,13 +48,13 @@ def _optional_float(text: str) -> float | None:
 
 
 def run(args) -> int:
+    from ..decoding.logits_processor import PriorNormalized
+    from ..decoding.paired import attach
     from ..demo import DEMO_MODEL
-    from ..explain import explain
-    from ..loading import check_device, check_model_source, load_model
-    from ..logits_processor import PriorNormalized
-    from ..paired import attach
-    from ..prompts import video_prompt
-    from ..video import read_video
+    from ..io.loading import check_device, check_model_source, load_model
+    from ..io.prompts import video_prompt
+    from ..io.video import read_video
+    from ..scoring.explain import explain
     from .records import file_in_the_way
 
     try:  # every argument is checked before the model loads or anything is written

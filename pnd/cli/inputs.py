@@ -1,7 +1,7 @@
 """What `pnd caption` captions: videos named on the command line, folder trees, list files and manifests.
 
 - a video file or a frame folder: itself;
-- a folder: every video file and frame folder in its tree (`pnd.video.list_videos`);
+- a folder: every video file and frame folder in its tree (`pnd.io.video.list_videos`);
 - a list file (`.txt`, `.lst`): one video path per line;
 - a manifest (`.jsonl`, `.csv`, `.parquet`): one row per video, a `video` column, optional `prompt` (this
   row's instruction) and `id` (the record's key) columns.
@@ -25,13 +25,14 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import torch
 
 from ..extras import require
-from ..video import VideoReadError, list_videos, read_video
+from ..io.video import VideoReadError, list_videos, read_video
 
 MANIFESTS = (".jsonl", ".csv", ".parquet")
 LISTS = (".txt", ".lst")

@@ -29,7 +29,7 @@ class Launch:
     local_rank: int = 0
 
     @classmethod
-    def from_env(cls, environ=os.environ) -> "Launch":
+    def from_env(cls, environ=os.environ) -> Launch:
         return cls(*(int(environ.get(name, default)) for name, default in
                      (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", environ.get("RANK", 0)))))
 
@@ -76,7 +76,7 @@ def add_model_arguments(parser) -> None:
 
 def check_model_arguments(args) -> None:
     """Refuse bad options of `add_model_arguments` and a bad --model before anything loads: a ValueError of one line."""
-    from ..loading import check_device, check_model_source
+    from ..io.loading import check_device, check_model_source
 
     if args.load_in_4bit and args.load_in_8bit:
         raise ValueError("choose one of --load-in-4bit and --load-in-8bit.")
@@ -88,7 +88,7 @@ def check_model_arguments(args) -> None:
 
 def load_for_rank(args, name_or_path: str, launch: Launch):
     """`(model, processor)` of `name_or_path` on this process's device, with the options of `add_model_arguments`."""
-    from ..loading import load_model
+    from ..io.loading import load_model
 
     device = pick_device(args.device, launch.local_rank)
     return load_model(name_or_path, device, dtype=pick_dtype(args.dtype, device), load_in_4bit=args.load_in_4bit,

@@ -29,9 +29,9 @@ from typing import NamedTuple
 import torch
 
 from ..extras import pyplot
-from ..logits_processor import check_alpha_and_prior
-from ..ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics, sinkhorn
-from ..video import list_videos
+from ..io.video import list_videos
+from ..scoring.ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics, sinkhorn
+from ..validation import check_alpha_and_prior
 from .inputs import VideoFrames
 from .launch import Launch, add_model_arguments, check_model_arguments, load_for_rank
 from .records import Kind, PartWriter, RecordsError, file_in_the_way, finished_records, merge, read_records
@@ -222,7 +222,7 @@ def score_videos(args, paths: list[Path], ids: list[str], indices: list[int], ro
     """Score the listed videos `indices` into `part`, one row record per video; unreadable ones go to `failed`."""
     from tqdm.auto import tqdm
 
-    from ..scoring import CaptionScorer
+    from ..scoring.scorer import CaptionScorer
 
     scorer = None
     loader = torch.utils.data.DataLoader(VideoFrames(indices, args.frames, video_of=paths.__getitem__), batch_size=1,

@@ -33,7 +33,7 @@ SAMPLE_ALPHAS = (0.5, 1.0)
 
 def load_demo_model():
     """(model, processor) of the bundled demo model."""
-    from ..loading import load_model
+    from ..io.loading import load_model
 
     return load_model(str(DEMO_MODEL))
 
@@ -62,7 +62,7 @@ def evaluate(model, processor, alphas=ALPHAS, per_pair: int = 8, noise: float = 
     alpha 0 is plain decoding; the others use `PriorNormalized(alpha, plausibility=plausibility)`.
     `model` must be attached (`pnd.attach`).
     """
-    from ..captioning import generate_captions
+    from ..decoding.captioning import generate_captions
     from .moving import attributes
 
     clips, pairs = uniform_test_set(per_pair, noise)
@@ -77,7 +77,7 @@ def evaluate(model, processor, alphas=ALPHAS, per_pair: int = 8, noise: float = 
 
 def prior_shares(model, processor) -> dict[str, dict[str, float]]:
     """The caption prior P(t) pnd measures over all captions, summed per colour and per size."""
-    from ..scoring import CaptionScorer
+    from ..scoring.scorer import CaptionScorer
     from ..testing import random_video
     from .colours import COLOURS
     from .moving import SIZES, moving_caption

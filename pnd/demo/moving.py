@@ -32,7 +32,7 @@ def make_moving_clip(colour: str, size: str, generator: torch.Generator, noise: 
     """A (frames, 3, 32, 32) uint8 clip: a square crossing the frame, blended with uniform noise.
 
     The square travels from one edge to the opposite one along `motion` (random when None), at a random
-    offset across it; frames are taken at the centres of equal time segments, as `pnd.video` samples.
+    offset across it; frames are taken at the centres of equal time segments, as `pnd.io.video` samples.
     """
     side = SIZES[size]
     travel = FRAME_SIZE - side

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ..prompts import video_prompt
+from ..io.prompts import video_prompt
 from ..testing import tiny_model
 from .colours import COLOURS, PLANTED, colour_caption, make_clip, planted_weights
 from .moving import PLANTED as MOVING_PLANTED

@@ -27,12 +27,12 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig
 
 from .._compat import has_recurrent_layers
+from ..decoding.logits_processor import PriorNormalized
+from ..decoding.paired import attach
 from ..extras import require
-from ..loading import load_model
-from ..logits_processor import PriorNormalized
-from ..paired import attach
-from ..scoring import CaptionScorer
-from ..video import read_video
+from ..io.loading import load_model
+from ..io.video import read_video
+from ..scoring.scorer import CaptionScorer
 
 lmms = require("lmms_eval.api.model", "eval").lmms
 
@@ -98,7 +98,7 @@ class PndHf(lmms):
         [visuals..., context] plus the generation prompt (the prompts end where generation starts).
 
         This is the message lmms-eval builds for its chat models; videos are file paths, read with
-        `pnd.video.read_video`, images PIL images.
+        `pnd.io.video.read_video`, images PIL images.
         """
         texts, images, videos = [], [], []
         for context, visuals in documents:
@@ -176,7 +176,7 @@ class PndHf(lmms):
         a line on stderr, so that one bad document never stops or changes the others."""
         try:
             return run(items)
-        except ValueError as error:  # pnd.video.VideoReadError is one too
+        except ValueError as error:  # pnd.io.video.VideoReadError is one too
             if len(items) > 1:
                 return [self._each_document(run, [item], name_of, failed)[0] for item in items]
             failed.append(name_of(items[0]))

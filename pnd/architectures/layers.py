@@ -1,0 +1,106 @@
+"""What the prior does in each kind of language-model layer, declared in one table (docs/design.md §1, §4).
+
+A layer type (a text config's `layer_types` entry, as transformers' caches read it) is one `LayerKind`: whether the
+prior's layer masks the visual slots or sees the kept tokens only, what state its cache rows carry, and which of
+pnd's fast paths apply. A model's `LayerPlan` combines its layers' kinds. A layer type missing from `LAYER_KINDS`,
+or declared refused, is refused with its name: never a silent mask. Adding a layer type is one row here (and, for a
+new kind of state, its row operations in `pnd/_compat.py`).
+
+Example:
+    >>> LAYER_KINDS["linear_attention"].prior
+    'kept'
+    >>> from pnd.testing import tiny_model
+    >>> layer_plan(tiny_model("qwen3_5")[0].config.get_text_config(decoder=True)).kept_only
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._compat import cache_layer_types
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """One layer type's rule.
+
+    prior: "mask" (attention over the conditioned prompt's slots, the visual ones masked: exactly removal, since
+        keys keep their positions), "kept" (the layer sees the kept tokens only: masking is not removal there) or
+        None (a layer with no sequence mixing, or one reading another layer's cache).
+    state: what its cache rows carry: "kv" (keys, values per slot), "recurrent" (convolution and recurrent states,
+        no sequence axis), "indexed" (keys, values and the indexer's keys per slot) or None.
+    compact: the prior rows must hold the kept tokens side by side (an indexer that groups neighbouring slots),
+        rather than in the conditioned prompt's slots with the visual ones masked.
+    slot_window: the layer's window counts the conditioned prompt's slots (sliding attention): the prior rows keep
+        the conditioned layout.
+    packs: the prior's prefill may ride in the conditioned prompt's forward (`pnd/decoding/packed.py`).
+    static: pnd's static cache (`PairedStaticCache`) holds it.
+    refused: why pnd refuses the layer type, or None.
+    """
+
+    prior: str | None
+    state: str | None
+    compact: bool = False
+    slot_window: bool = False
+    packs: bool = True
+    static: bool = True
+    refused: str | None = None
+
+
+_RECURRENT = LayerKind(prior="kept", state="recurrent", packs=False, static=False)
+
+LAYER_KINDS: dict[str, LayerKind] = {
+    "full_attention": LayerKind(prior="mask", state="kv"),
+    "sliding_attention": LayerKind(prior="mask", state="kv", slot_window=True, packs=False, static=False),
+    "linear_attention": _RECURRENT,  # Gated DeltaNet (Qwen3.5, Qwen4), KDA (GLM-5-next), Mamba-2 (Nemotron-H)
+    "conv": _RECURRENT,  # LFM2's short convolutions
+    # DeepSeek-style sparse attention: an indexer picks top-k keys before any mask applies, grouping neighbouring
+    # slots; on the kept tokens alone it picks among them only
+    "indexed_attention": LayerKind(prior="kept", state="indexed", compact=True, packs=False, static=False),
+    "dummy": LayerKind(prior=None, state=None),  # MoE / MLP blocks (Nemotron-H), KV-sharing layers (Gemma 4)
+    "chunked_attention": LayerKind(prior="mask", state="kv", refused=(
+        "chunked attention splits the sequence into fixed chunks of slots, which the prior's compacted prefill "
+        "would shift")),
+    "minimax_m3_sparse": LayerKind(prior="kept", state="indexed", refused=(
+        "its indexer anchors key blocks to cache slots and reads position ids as slots, so the kept tokens at their "
+        "own positions are not a sequence the layer can run (transformers marks its left padding unsupported too)")),
+    **dict.fromkeys(("hybrid", "hybrid_sliding"), LayerKind(prior="kept", state="recurrent", refused=(
+        "one layer holds both a recurrent state and an attention cache, which pnd does not carry yet"))),
+}
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """How the prior runs on one model, from its layers' kinds.
+
+    kept_only: some layer sees the kept tokens only: the prior's prefill runs every kept token through every layer.
+    compact: the prior rows hold the kept tokens side by side, right-aligned in the prompt's slots.
+    packs, static: every layer allows the packed prefill / pnd's static cache.
+    """
+
+    kinds: tuple[LayerKind, ...]
+    kept_only: bool
+    compact: bool
+    packs: bool
+    static: bool
+
+
+def layer_plan(config) -> LayerPlan:
+    """The `LayerPlan` of a text config, or a ValueError naming a layer type pnd does not handle."""
+    types = cache_layer_types(config)
+    for index, name in enumerate(types):
+        kind = LAYER_KINDS.get(name)
+        why = "pnd has no rule for it" if kind is None else kind.refused
+        if why:
+            raise ValueError(
+                f"pnd does not support the layer type {name!r} (layer {index} of {config.model_type}): {why}. A prior "
+                "that only masked the visual slots there could silently differ from removing them, so pnd refuses. "
+                "Use plain generate, or declare the layer type in pnd/architectures/layers.py (docs/adding-a-family.md).")
+    kinds = tuple(LAYER_KINDS[name] for name in types)
+    compact = any(k.compact for k in kinds)
+    if compact and any(k.slot_window for k in kinds):
+        raise ValueError(f"pnd does not support {config.model_type}: its indexed layers need the prior's tokens side "
+                         "by side and its sliding-window layers need them in the prompt's slots.")
+    return LayerPlan(kinds, kept_only=any(k.prior == "kept" for k in kinds), compact=compact,
+                     packs=all(k.packs for k in kinds), static=all(k.static for k in kinds))

@@ -1,0 +1,148 @@
+"""A KV-cache holding the conditioned rows and the prior rows of one generation, moved together.
+
+Rows `[0, n)` are the conditioned pass, rows `[n, 2n)` the prior pass of the same sequences. Beam
+reordering, batch expansion and selection apply the same row operation to both halves, so the prior can
+never go stale (the bug of VCD, PAI and transformers' CFG processor, docs/design.md §5). Every layer's rows
+move together: an attention layer's keys and values, a recurrent layer's states (Qwen3.5's Gated DeltaNet,
+LFM2's short convolutions).
+
+Example:
+    >>> cache = PairedCache()
+    >>> cache.is_paired
+    False
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache, StaticCache, StaticLayer
+
+from .._compat import RecurrentState, cache_from_layers, layer_states, map_states, set_layer_state
+from .prior import PriorPrefill
+
+
+class PairedCache(DynamicCache):
+    """A DynamicCache whose rows are [conditioned rows; prior rows] once `add_prior` was called."""
+
+    prior_attends: torch.Tensor | None = None  # (n, prompt_len) bool, prompt slots the prior rows see
+    prior_position_offset: torch.Tensor | None = None  # prior positions = cond positions - offset
+
+    @property
+    def is_paired(self) -> bool:
+        return self.prior_attends is not None
+
+    def add_prior(self, prior: PriorPrefill) -> None:
+        """Append the prior rows (one copy, at prefill) below the conditioned rows already cached."""
+        for layer, conditioned, extra in zip(self.layers, layer_states(self), prior.layers):
+            if not isinstance(extra, RecurrentState) and conditioned[0] is not None:  # a sliding-window layer keeps
+                kept = conditioned[0].shape[2]  # the last slots of the prompt only
+                extra = map_states(lambda t: t[:, :, -kept:], extra)
+            set_layer_state(layer, map_states(lambda a, b: torch.cat([a, b.to(a.dtype)]), conditioned, extra))
+        self.prior_attends = prior.attends
+        self.prior_position_offset = prior.position_offset
+
+    def conditioned(self, config) -> DynamicCache:
+        """A DynamicCache of the conditioned rows alone (what `generate` returns to the user), for text config
+        `config`; the cache itself as is while it holds no prior rows."""
+        if not self.is_paired:
+            return self
+        n = self.prior_attends.shape[0]
+        conditioned = cache_from_layers(config, [map_states(lambda t: t[:n], state) for state in layer_states(self)])
+        for mine, theirs in zip(self.layers, conditioned.layers):  # a sliding-window layer's count of tokens seen
+            if hasattr(mine, "cumulative_length"):
+                theirs.cumulative_length = mine.cumulative_length
+        return conditioned
+
+    def _both_halves(self, index: torch.Tensor) -> torch.Tensor:
+        n = self.prior_attends.shape[0]
+        return torch.cat([index, index + n])
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        if not self.is_paired:
+            return super().reorder_cache(beam_idx)
+        super().reorder_cache(self._both_halves(beam_idx.to(self.prior_attends.device)))
+        self.prior_attends = self.prior_attends[beam_idx]
+        self.prior_position_offset = self.prior_position_offset[..., beam_idx]
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if not self.is_paired:
+            return super().batch_select_indices(indices)
+        rows = self._both_halves(indices)
+        for layer, state in zip(self.layers, layer_states(self)):  # transformers' recurrent layers have no such method
+            set_layer_state(layer, map_states(lambda t: t[rows.to(t.device)], state))
+        self.prior_attends = self.prior_attends[indices]
+        self.prior_position_offset = self.prior_position_offset[..., indices]
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.is_paired:
+            raise NotImplementedError("pnd: expanding a paired cache after prefill is not supported.")
+        super().batch_repeat_interleave(repeats)
+
+
+class PairedStaticCache(StaticCache):
+    """A StaticCache of 2n rows, [conditioned rows; prior rows], of fixed length: the decoding steps run on fixed
+    shapes, as `torch.compile` needs (`generate(..., cache_implementation="static")`).
+
+    The prefill runs into a `PairedCache` whose rows `pair` copies in. Until then the cache tells `generate` it is not
+    compileable, so that the first forward gets the plain (n, L) attention mask the prior's prefill reads.
+
+    Args:
+        config: the model's text config; every layer must be a full-attention layer.
+        max_cache_len: the tokens each row can hold (prompt and generated tokens).
+
+    Example:
+        >>> from pnd.testing import tiny_model
+        >>> config = tiny_model("llava_onevision")[0].config.get_text_config(decoder=True)
+        >>> PairedStaticCache(config, max_cache_len=64).is_compileable
+        False
+    """
+
+    prior_position_offset: torch.Tensor | None = None  # prior positions = cond positions - offset
+    attention_mask: torch.Tensor | None = None  # (2n, max_cache_len) 2D mask of every decoding step (the prompt's
+    # length appears in no attribute that the compiled decoding step reads: a shorter prompt reuses its graph)
+
+    def __init__(self, config, max_cache_len: int):
+        super().__init__(config=config, max_cache_len=max_cache_len)
+        others = sorted({type(layer).__name__ for layer in self.layers if type(layer) is not StaticLayer})
+        if others:
+            raise ValueError(f"pnd's static cache holds full-attention layers only; this model also has {others}. "
+                             "Use the default dynamic cache (drop cache_implementation='static').")
+
+    @property
+    def is_paired(self) -> bool:
+        return self.attention_mask is not None
+
+    @property
+    def is_compileable(self) -> bool:
+        return self.is_paired and super().is_compileable
+
+    def pair(self, prefill: PairedCache, attention_mask: torch.Tensor) -> None:
+        """Copy the rows of a paired prefill cache in, once, with the prompt's (n, L) attention mask."""
+        for layer, source in zip(self.layers, prefill.layers):
+            layer.update(source.keys, source.values)
+        n, length = attention_mask.shape
+        cond = attention_mask.new_ones(n, self.get_max_length())  # later slots: the causal mask hides unwritten ones
+        cond[:, :length] = attention_mask
+        prior = cond.clone()
+        prior[:, :length] *= prefill.prior_attends.to(prior.dtype)
+        self.attention_mask = torch.cat([cond, prior])
+        self.prior_position_offset = prefill.prior_position_offset
+
+    def conditioned(self, config) -> StaticCache:
+        """A StaticCache of the conditioned rows alone (what `generate` returns to the user), for text config `config`."""
+        if not self.is_paired:
+            return self
+        n, length = self.attention_mask.shape[0] // 2, int(self.get_seq_length())
+        cache = StaticCache(config=config, max_cache_len=self.get_max_length())
+        for target, layer in zip(cache.layers, self.layers):
+            target.update(layer.keys[:n, :, :length], layer.values[:n, :, :length])
+        return cache
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        if not self.is_paired:
+            return super().reorder_cache(beam_idx)
+        beam_idx = beam_idx.to(self.attention_mask.device)
+        both = torch.cat([beam_idx, beam_idx + self.attention_mask.shape[0] // 2])
+        super().reorder_cache(both)
+        self.attention_mask = self.attention_mask[both]
+        self.prior_position_offset = self.prior_position_offset[..., beam_idx]

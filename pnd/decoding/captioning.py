@@ -1,0 +1,51 @@
+"""Batched greedy captions of videos, plain or prior-normalized: what `pnd caption` and `pnd demo` run.
+
+Example:
+    >>> import pnd
+    >>> from pnd.decoding.captioning import generate_captions
+    >>> from pnd.testing import tiny_model, random_video
+    >>> model, processor = tiny_model("llava_onevision")
+    >>> captions = generate_captions(pnd.attach(model), processor, [random_video(0)], alpha=0.5, max_new_tokens=3)
+    >>> len(captions)
+    1
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..architectures import architecture_for
+from ..io.prompts import video_prompt
+from ..validation import check_frames
+from .logits_processor import PriorNormalized
+
+
+@torch.no_grad()
+def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float | None,
+                      prompt: str = "Describe the video.", plausibility: float | None = None,
+                      max_new_tokens: int = 32) -> list[str]:
+    """Greedy captions of a batch of videos (frames as `pnd.io.video.read_video` gives them).
+
+    Args:
+        model: an attached model (`pnd.attach`) and `processor` its processor.
+        videos: (frames, 3, H, W) uint8 tensors, one per video.
+        alpha: None decodes plainly (no logits processor); otherwise `PriorNormalized(alpha,
+            plausibility=plausibility)`.
+        prompt: the instruction after the video.
+        max_new_tokens: the longest caption, in tokens.
+
+    Returns:
+        One caption per video, stripped.
+    """
+    for index, video in enumerate(videos):
+        check_frames(video, f"videos[{index}]")
+    architecture = architecture_for(model)
+    if architecture.one_video_per_call and len(videos) > 1:
+        return [caption for video in videos
+                for caption in generate_captions(model, processor, [video], alpha, prompt, plausibility, max_new_tokens)]
+    architecture.check_video_batch(videos)
+    inputs = processor(text=[video_prompt(processor, prompt)] * len(videos), videos=list(videos),
+                       return_tensors="pt", padding=True).to(model.device)
+    processors = [] if alpha is None else [PriorNormalized(alpha, plausibility=plausibility)]
+    out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, logits_processor=processors)
+    return [c.strip() for c in processor.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)]

@@ -1,0 +1,69 @@
+"""The state of one `generate` call of an attached model with a `PriorNormalized` processor.
+
+The paired forward (`pnd.decoding.paired`) records each step's prior logits in it; the processor
+(`pnd.decoding.logits_processor`) takes them out. It lives in a context variable for the call's duration only
+(docs/design.md §3.9), so concurrent calls in other threads never see it.
+
+Example:
+    >>> running_generation() is None  # outside an attached model's generate call
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..attachment import Attachment
+
+if TYPE_CHECKING:
+    from .logits_processor import PriorNormalized
+
+
+@dataclass
+class Generation:
+    """State of one `generate` call with a PriorNormalized processor."""
+
+    attachment: Attachment
+    normalizer: PriorNormalized
+    scores_are_logprobs: bool  # beam search hands processors log-probabilities, greedy/sampling raw logits
+    blank_outputs: dict | None = None  # vision-tower outputs of blank frames, for prior="blank"
+    decode_forward: Callable | None = None  # the call of the decoding steps (the model's compiled call), if not forward
+    conversation: tuple | None = None  # continuing a returned cache: the whole (input_ids, attention_mask, position_ids)
+    pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+
+    def record(self, cond_logits: torch.Tensor, prior_logits: torch.Tensor) -> None:
+        """Keep what the processor needs from this forward: log Z of the conditioned logits, prior logits."""
+        self.pending.append((torch.logsumexp(cond_logits.float(), dim=-1, keepdim=True), prior_logits))
+
+    def pop(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The last recorded step's (log Z of the conditioned logits, prior logits), taken out."""
+        if not self.pending:
+            raise RuntimeError(
+                "PriorNormalized found no prior logits for this step: this decoding mode bypasses the paired "
+                "forward (assisted/speculative decoding is not supported)."
+            )
+        return self.pending.pop()
+
+
+_RUNNING: ContextVar[Generation | None] = ContextVar("pnd_running_generation", default=None)
+
+
+def running_generation() -> Generation | None:
+    """The `Generation` of the attached model's `generate` call running in this context (thread), if any."""
+    return _RUNNING.get()
+
+
+@contextmanager
+def running(generation: Generation) -> Iterator[Generation]:
+    """Make `generation` the running one within this block (this context only)."""
+    token = _RUNNING.set(generation)
+    try:
+        yield generation
+    finally:
+        _RUNNING.reset(token)

@@ -1,0 +1,345 @@
+"""`attach` / `detach`: run the conditioned and prior rows of `generate` through one forward call.
+
+After `pnd.attach(model)`, a `generate` call whose `logits_processor` holds a `PriorNormalized` uses a
+`PairedCache`: the first forward runs the conditioned prompt and prefills the prior rows on its text
+tokens alone (in the same call where the model runs SDPA attention, `packed.py`); every later step is
+one forward call on [conditioned rows; prior rows]. `generate` only ever sees the conditioned rows; the
+prior logits go to the processor.
+
+Example:
+    >>> import pnd
+    >>> from pnd.testing import tiny_model, tiny_inputs
+    >>> model, processor = tiny_model("llava_onevision")
+    >>> _ = pnd.attach(model)
+    >>> out = model.generate(**tiny_inputs(processor, "llava_onevision"), max_new_tokens=4,
+    ...                      logits_processor=[pnd.PriorNormalized(alpha=0.5)])
+    >>> pnd.detach(model)
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
+
+from .._compat import compiles_decoding, generation_config, layer_states, position_ids_for_generation
+from ..architectures import architecture_for
+from ..architectures.reported import bind_processor
+from ..attachment import Attachment, attachment_of, remove_attachment
+from ..validation import check_conditioned_logits, check_pixels
+from .cache import PairedCache, PairedStaticCache
+from .generation import Generation, running, running_generation
+from .logits_processor import PriorNormalized
+from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
+from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
+
+_PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
+PREFILL_STRATEGIES = ("auto", "own_call", "own_call_no_reuse")
+_PAIRED_STEP = "pnd_paired_step"  # a keyword of the attached forward: these are a paired step's inputs, run them as given
+_NEEDS_INPUT_IDS = "PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds."
+
+
+def attach(model, processor=None, *, prefill: str = "auto"):
+    """Make `model.generate` honour `PriorNormalized` processors. Idempotent.
+
+    Args:
+        model: a supported Hugging Face vision-language model (`pnd.supported_model_types()`).
+        processor: the processor that builds the model's inputs. Needed by the families whose processor writes
+            text around the visual tokens that no delimiter token bounds (InternVL, SmolVLM, VideoLLaMA3: the prior
+            reads the expansion with it; README, "Supported families") and by MiniCPM-V (its delimiters' token ids
+            are the processor's); the others ignore it.
+        prefill: how the prior's prefill runs. "auto" (default): packed into the conditioned prompt's call
+            where the model runs SDPA attention without a sliding window, else a language-model call of its
+            own; "own_call": always its own call; "own_call_no_reuse": its own call that also recomputes the
+            text before the video (the benchmarks' baseline). All three give the same results.
+
+    Returns:
+        The model, attached.
+
+    Example:
+        >>> import pnd
+        >>> from pnd.testing import tiny_model, tiny_inputs
+        >>> model, processor = tiny_model("llava")
+        >>> out = pnd.attach(model).generate(**tiny_inputs(processor, "llava"), max_new_tokens=2,
+        ...                                  logits_processor=[pnd.PriorNormalized(0.5)])
+    """
+    if isinstance(processor, str):
+        raise TypeError(f"pnd.attach's second argument is the processor, got the string {processor!r}: pass the "
+                        f"prefill strategy by name, pnd.attach(model, prefill={processor!r}) (it moved in 0.2).")
+    if prefill not in PREFILL_STRATEGIES:
+        raise ValueError(f"prefill must be one of {', '.join(map(repr, PREFILL_STRATEGIES))}, got {prefill!r}.")
+    architecture = architecture_for(model)
+    if processor is not None:
+        bind_processor(model, processor)
+    attachment = attachment_of(model, create=True)
+    if attachment.attached:
+        if attachment.prefill != prefill:
+            raise ValueError(f"The model is already attached with prefill={attachment.prefill!r}: call "
+                             f"pnd.detach(model) first to attach it with prefill={prefill!r}.")
+        return model
+    before = set(vars(model))
+    attachment.replaced = {name: vars(model)[name] for name in ("forward", "generate") if name in vars(model)}
+    attachment.architecture, attachment.prefill = architecture, prefill
+    attachment.forward, attachment.generate = model.forward, model.generate
+    architecture.prepare(model)
+
+    @functools.wraps(attachment.forward)
+    def forward(*args, **kwargs):
+        return _paired_forward(model, attachment, *args, **kwargs)
+
+    @functools.wraps(attachment.generate)
+    def generate(*args, **kwargs):
+        return _generate(model, attachment, *args, **kwargs)
+
+    model.forward = forward
+    model.generate = generate
+    attachment.added = tuple(sorted(set(vars(model)) - before))
+    use_split_attention(model)
+    return model
+
+
+def detach(model) -> None:
+    """Undo `attach`: the model's own `forward` and `generate` come back (hooks set before attach too), and nothing
+    of pnd stays on the model (its `Attachment`, with the bound processor, is removed).
+
+    Args:
+        model: a model; detaching one that is not attached does nothing.
+
+    Example:
+        >>> import pnd
+        >>> from pnd.testing import tiny_model
+        >>> model, _ = tiny_model("llava")
+        >>> before = set(vars(model))
+        >>> pnd.detach(pnd.attach(model)); set(vars(model)) == before
+        True
+    """
+    attachment = attachment_of(model)
+    remove_attachment(model)
+    if attachment is None or not attachment.attached:
+        return
+    for name in attachment.added:
+        vars(model).pop(name, None)
+    stop_split_attention(model)
+    for name, value in attachment.replaced.items():
+        setattr(model, name, value)
+
+
+def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwargs):
+    normalizers = [p for p in (logits_processor or []) if isinstance(p, PriorNormalized)]
+    if not normalizers:
+        return attachment.generate(*args, logits_processor=logits_processor, **kwargs)
+    if len(normalizers) > 1:
+        raise ValueError("Pass one PriorNormalized processor per generate call, not several.")
+    config = generation_config(model, kwargs)
+    normalizer = normalizers[0]
+    needs_prior = normalizer.alpha > 0  # alpha=0 is plain generate, for every argument
+    generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1)
+    if needs_prior:
+        _refuse_unsupported(config, kwargs)
+        _check_visual_inputs(model, attachment.architecture, args, kwargs)
+        kwargs["past_key_values"] = _paired_cache(model, generation, config, args, kwargs)
+    if needs_prior and normalizer.prior == "blank":
+        expand_size = max(config.num_beams, config.num_return_sequences)
+        generation.blank_outputs = blank_encoder_outputs(model, attachment.architecture, kwargs, expand_size)
+    with running(generation):
+        out = attachment.generate(*args, logits_processor=logits_processor, **kwargs)
+    if isinstance(getattr(out, "past_key_values", None), (PairedCache, PairedStaticCache)):
+        out.past_key_values = out.past_key_values.conditioned(model.config.get_text_config(decoder=True))
+    return out
+
+
+def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: dict):
+    """The cache of a paired generate call: a `PairedCache`, or with cache_implementation="static" a
+    `PairedStaticCache` sized as generate sizes its own, whose decoding steps run compiled where generate's would."""
+    text_config = model.config.get_text_config(decoder=True)
+    prompt = args[0] if args else kwargs.get("input_ids")
+    if prompt is None:
+        raise ValueError(_NEEDS_INPUT_IDS)
+    if kwargs.get("past_key_values") is not None:
+        return _continued_cache(model, generation, config, prompt, kwargs)
+    if config.cache_implementation != "static":
+        return PairedCache(config=text_config)
+    max_length = config.max_length if config.max_new_tokens is None else prompt.shape[1] + config.max_new_tokens
+    attachment = generation.attachment
+    attachment.static_cache_len = max(max_length - 1, config.max_cache_len or 0, attachment.static_cache_len)
+    cache = PairedStaticCache(text_config, max_cache_len=attachment.static_cache_len)
+    kwargs["cache_implementation"] = None  # generate takes a cache or a cache_implementation, not both
+    kwargs.pop("max_cache_len", None)  # used here
+    if compiles_decoding(model, config):  # generate's loop runs pnd's glue eagerly; each paired step is one call of
+        kwargs["disable_compile"] = True  # the model's own compiled call, which passes straight to its forward
+        compiled_call = model.get_compiled_call(config.compile_config)
+        generation.decode_forward = functools.partial(compiled_call, **{_PAIRED_STEP: True})
+    return cache
+
+
+def _continued_cache(model, generation: Generation, config, input_ids: torch.Tensor, kwargs: dict) -> PairedCache:
+    """A `PairedCache` holding a copy of the conditioned rows of `past_key_values` (a cache `generate` returned); the
+    first forward rebuilds the prior rows over the whole conversation, `input_ids` (docs/design.md §4)."""
+    past = kwargs["past_key_values"]
+    length = int(past.get_seq_length()) if isinstance(past, (DynamicCache, StaticCache)) else -1
+    how = ("pass the whole conversation (the earlier prompt and answers, then the new text) as input_ids with its "
+           "attention_mask (and mm_token_type_ids / grids where the processor gives them, no pixel values), and the "
+           "returned cache as past_key_values.")
+    if length < 0 or not all(type(layer) in (DynamicLayer, StaticLayer) for layer in past.layers):
+        raise ValueError(f"PriorNormalized continues a conversation from a DynamicCache or StaticCache of "
+                         f"full-attention layers (what generate returns), got {type(past).__name__}: {how}")
+    if input_ids.shape[1] <= length:
+        raise ValueError(f"past_key_values holds {length} tokens but input_ids only {input_ids.shape[1]}: {how}")
+    if generation.normalizer.prior == "blank" or max(config.num_beams, config.num_return_sequences) > 1:
+        raise ValueError("PriorNormalized continues a conversation from past_key_values with prior='masked' or "
+                         "'text' and one sequence per prompt (num_beams=1, num_return_sequences=1); otherwise pass the "
+                         "whole conversation as input_ids without past_key_values.")
+    cache = PairedCache(config=model.config.get_text_config(decoder=True))
+    for index, layer in enumerate(past.layers):
+        cache.update(layer.keys[:, :, :length], layer.values[:, :, :length], index)
+    mask = kwargs.get("attention_mask")
+    mask = torch.ones_like(input_ids) if mask is None else mask
+    positions = position_ids_for_generation(model, input_ids, {**kwargs, "attention_mask": mask})
+    generation.conversation = (input_ids, mask, positions)
+    return cache
+
+
+def _refuse_unsupported(config, kwargs: dict) -> None:
+    """Raise before any work if this `generate` call asks for something the paired decoding cannot do exactly,
+    naming the user's own setting and the fix."""
+    def refuse(setting: str, why: str) -> None:
+        raise ValueError(f"PriorNormalized (alpha > 0) does not support {setting}: {why} Remove it, or use "
+                         "PriorNormalized(0) for plain decoding.")
+
+    outside = "candidate tokens would be checked outside the paired forward, without the prior rows."
+    if kwargs.get("use_audio_in_video") or kwargs.get("input_features") is not None:
+        refuse("audio inputs (use_audio_in_video, input_features)", "pnd's prior hides the visual expansion only; "
+               "audio interleaved with the video would still reach it.")
+    if kwargs.get("assistant_model") is not None:
+        refuse("generate(..., assistant_model=...)", outside)
+    if kwargs.get("negative_prompt_ids") is not None:
+        refuse("generate(..., negative_prompt_ids=...)", "it feeds transformers' classifier-free guidance, a second "
+               "unconditional pass of its own that pnd's prior would be mixed with.")
+    for name in ("prompt_lookup_num_tokens", "assistant_early_exit"):
+        if getattr(config, name, None) is not None:
+            refuse(f"{name}={getattr(config, name)!r}", outside)
+    if kwargs.get("inputs_embeds") is not None:
+        refuse("generate(..., inputs_embeds=...)", "embeddings do not say which positions hold the visual expansion "
+               "that the prior masks out (and the prior's prefill runs on token ids). Pass the processor's input_ids "
+               "and pixel values instead.")
+    if config.prefill_chunk_size is not None:
+        refuse(f"prefill_chunk_size={config.prefill_chunk_size!r}", "the prior's prefill needs the whole prompt in "
+               "one call.")
+    if config.use_cache is False:
+        refuse("use_cache=False", "the prior rows live in generate's KV-cache.")
+    if config.cache_implementation not in (None, "dynamic", "static"):
+        refuse(f"cache_implementation={config.cache_implementation!r} (from generate's arguments or the model's "
+               "generation_config)", "the prior rows live in a dynamic KV-cache, or a static one "
+               "(cache_implementation='static').")
+
+
+def _check_visual_inputs(model, architecture, args: tuple, kwargs: dict) -> None:
+    """Refuse non-finite pixel values, and a prompt with image/video tokens but no pixel inputs (the model would
+    describe a visual input it never got), before any work."""
+    check_pixels(kwargs, architecture.pixel_keys, "generate")
+    prompt = args[0] if args else kwargs.get("input_ids")
+    given = any(kwargs.get(key) is not None for key in (*architecture.pixel_keys, "mm_encoder_outputs"))
+    continued = kwargs.get("past_key_values") is not None  # a conversation goes on without its pixels (§4)
+    if prompt is not None and not given and not continued and architecture.placeholder_mask(model.config, prompt).any():
+        raise ValueError(f"The prompt holds image/video tokens but generate got none of "
+                         f"{', '.join(architecture.pixel_keys)}: the model would describe a visual input it never got. "
+                         "Pass the processor's outputs whole, "
+                         "model.generate(**processor(text=..., videos=..., return_tensors='pt'), ...).")
+
+
+def _paired_forward(model, attachment: Attachment, *args, **kwargs):
+    cache = kwargs.get("past_key_values")
+    if kwargs.pop(_PAIRED_STEP, False) or not isinstance(cache, (PairedCache, PairedStaticCache)):
+        return attachment.forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
+    return _paired_call(model, attachment, *args, **kwargs)
+
+
+@torch.compiler.disable(recursive=False)  # torch.compile of the attached forward: this frame eager, the model compiled
+def _paired_call(model, attachment: Attachment, *args, **kwargs):
+    cache = kwargs["past_key_values"]
+    generation = running_generation()
+    if generation is None or generation.attachment is not attachment:
+        return attachment.forward(*args, **kwargs)
+    if args:
+        raise TypeError("pnd's paired forward takes keyword arguments only (as generate passes them).")
+    if isinstance(cache, PairedStaticCache) and not cache.is_paired:
+        return _static_prefill(model, attachment, generation, cache, kwargs)
+    if not cache.is_paired:
+        return _prefill(model, attachment, generation, cache, kwargs)
+    return _decode_step(attachment, generation, cache, kwargs)
+
+
+def _prefill(model, attachment, generation, cache, kwargs):
+    """The conditioned prompt and the prior rows on its text tokens alone (one call when packable), one cache."""
+    input_ids = kwargs.get("input_ids")
+    if input_ids is None:
+        raise ValueError(_NEEDS_INPUT_IDS)
+    if kwargs.get("position_ids") is None:
+        raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
+    mode = generation.normalizer.prior
+    if generation.conversation is not None:  # the new text on the returned cache; the prior over the whole conversation
+        outputs = attachment.forward(**kwargs)
+        prior = masked_prefill(model, *generation.conversation, mode, layer_states(cache))
+    elif generation.blank_outputs is not None:
+        outputs = attachment.forward(**kwargs)
+        prior = blank_prefill(model, attachment.forward, kwargs, generation.blank_outputs)
+    elif attachment.prefill == "auto" and packs_prior(model, kwargs):
+        outputs, prior = packed_prefill(model, attachment.forward, kwargs, mode)
+    else:
+        outputs = attachment.forward(**kwargs)
+        reuse = attachment.prefill != "own_call_no_reuse"
+        shared = layer_states(cache) if reuse else None
+        prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
+                               shared)
+    check_conditioned_logits(outputs.logits[:, -1], "generate")
+    cache.add_prior(prior)
+    generation.record(outputs.logits[:, -1], prior.logits)
+    return outputs
+
+
+def _static_prefill(model, attachment, generation, cache: PairedStaticCache, kwargs):
+    """The prefill into a `PairedCache`, whose rows are then copied into the fixed-length cache of the decoding steps."""
+    prefill = PairedCache(config=model.config.get_text_config(decoder=True))
+    outputs = _prefill(model, attachment, generation, prefill, {**kwargs, "past_key_values": prefill})
+    mask = kwargs.get("attention_mask")
+    cache.pair(prefill, torch.ones_like(kwargs["input_ids"]) if mask is None else mask)
+    outputs.past_key_values = cache
+    return outputs
+
+
+def _paired_mask(cache, cond_mask: torch.Tensor | None, input_ids: torch.Tensor) -> torch.Tensor:
+    """The 2D attention mask of a decoding step, [conditioned rows; prior rows]."""
+    if isinstance(cache, PairedStaticCache):  # fixed for the whole call (generate's own mask is 4D there)
+        return cache.attention_mask
+    n, step = input_ids.shape
+    if cond_mask is None:
+        cond_mask = torch.ones(n, cache.get_seq_length() + step, dtype=torch.long, device=input_ids.device)
+    prior_mask = cond_mask.clone()
+    prompt_len = cache.prior_attends.shape[1]
+    prior_mask[:, :prompt_len] *= cache.prior_attends.to(prior_mask.dtype)
+    return torch.cat([cond_mask, prior_mask])
+
+
+def _decode_step(attachment, generation, cache, kwargs):
+    """One forward call on [conditioned rows; prior rows]; generate only sees the conditioned logits."""
+    input_ids = kwargs["input_ids"]
+    n = input_ids.shape[0]
+    paired = dict(kwargs)
+    for key in _PER_ROW_INPUTS:
+        if kwargs.get(key) is not None and key != "attention_mask":
+            paired[key] = torch.cat([kwargs[key], kwargs[key]])
+    paired["attention_mask"] = _paired_mask(cache, kwargs.get("attention_mask"), input_ids)
+    positions = kwargs["position_ids"]
+    batch_dim = 0 if positions.ndim == 2 else 1
+    prior_positions = positions - cache.prior_position_offset.unsqueeze(-1)
+    paired["position_ids"] = torch.cat([positions, prior_positions], dim=batch_dim)
+
+    outputs = (generation.decode_forward or attachment.forward)(**paired)
+    logits = outputs.logits
+    outputs.logits = outputs.logits[:n]
+    for name in ("attentions", "hidden_states"):  # what the user sees describes the conditioned rows only
+        if getattr(outputs, name, None) is not None:
+            setattr(outputs, name, tuple(states[:n] for states in getattr(outputs, name)))
+    generation.record(outputs.logits[:, -1], logits[n:, -1])
+    return outputs

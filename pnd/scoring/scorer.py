@@ -1,0 +1,394 @@
+"""Prior-normalized caption scoring for retrieval, on the same prior construction as decoding.
+
+For each video the prompt prefix (vision tower + prompt) runs once and its KV-cache is shared by all
+candidate captions, scored in batches by teacher forcing. Each caption's prior is computed once per
+prompt layout (it does not depend on the pixels), from the same text-only prefill `PriorNormalized`
+uses, and reused while the layout stays the same. Scores are `log P(t | v) - alpha * log P(t)` summed
+over the caption tokens, or averaged (`reduction="mean"`). `score_prompt` scores answers to a prompt
+you built yourself (the lmms-eval model's `loglikelihood` uses it).
+
+Example:
+    >>> import pnd
+    >>> from pnd.testing import tiny_model, random_video
+    >>> model, processor = tiny_model("llava_onevision")
+    >>> scorer = pnd.CaptionScorer(model, processor, alpha=0.9)
+    >>> scorer.score([random_video(0), random_video(1)], ["a red circle", "a blue square"]).shape
+    torch.Size([2, 2])
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+from .._compat import (
+    RecurrentState,
+    attention_implementation,
+    cache_from_layers,
+    has_recurrent_layers,
+    layer_states,
+    map_states,
+)
+from ..architectures import architecture_for
+from ..architectures.layers import layer_plan
+from ..architectures.reported import bind_processor
+from ..decoding.prior import default_position_ids, masked_prefill, sliding_window
+from ..io.prompts import video_prompt
+from ..io.video import read_video
+from ..validation import check_alpha_and_prior, check_conditioned_logits, check_frames, check_pixels, real_number
+from .tokens import TokenScore, score_tokens
+
+
+class ScoringInputs(dict):
+    """Model inputs of one (video, caption) pair, usable as `model(**inputs)`, and the caption's span.
+
+    The dict holds model inputs only; the span is the attribute `inputs.caption_span`, `(start, end)`: the
+    scored tokens are `input_ids[0, start:end]`, predicted at positions start-1..end-2.
+    """
+
+    def __init__(self, inputs: dict, caption_span: tuple[int, int]):
+        super().__init__(inputs)
+        self.caption_span = caption_span
+
+
+class ScoreParts(NamedTuple):
+    """(videos x captions) matrices: normalized = conditional - alpha * prior (after the reduction)."""
+
+    normalized: torch.Tensor
+    conditional: torch.Tensor
+    prior: torch.Tensor
+
+
+class CaptionScorer:
+    """Score every caption against every video with prior normalization.
+
+    Args:
+        model, processor: a supported Hugging Face vision-language model and its processor.
+        alpha: prior weight in [0, 1] (0.8-1.0 works best for retrieval in BLiM).
+        reduction: "sum" (log-likelihood of the caption) or "mean" (per caption token).
+        prompt: the user instruction placed after the video; the caption is the assistant's answer.
+        prior: "masked" (default) or "text", as for `PriorNormalized`.
+        modality: "video" (default) or "image".
+        frames: frames sampled from a video given as a file path (deprecated: pass frames, see `score`).
+        batch_size: captions scored per forward call (bounds memory).
+        pack_captions: score a batch's captions packed into one row over a single copy of the video prefix
+            (memory flat in `batch_size`) where the model runs SDPA attention without a sliding window or
+            recurrent layers; False: one row per caption over a copy of the prefix each (the benchmark's
+            baseline). Same scores.
+
+    Example:
+        >>> import pnd
+        >>> from pnd.testing import tiny_model, random_video
+        >>> model, processor = tiny_model("qwen2_vl")
+        >>> parts = pnd.CaptionScorer(model, processor).score([random_video(0)], ["a cat", "a dog"], return_parts=True)
+        >>> parts.normalized.shape
+        torch.Size([1, 2])
+    """
+
+    def __init__(self, model, processor, alpha: float = 0.9, reduction: str = "mean",
+                 prompt: str = "Describe the video.", prior: str = "masked", modality: str = "video",
+                 frames: int = 8, batch_size: int = 16, pack_captions: bool = True):
+        check_alpha_and_prior(alpha, prior, modes=("masked", "text"))  # "blank" needs generate's encoder
+        if reduction not in ("sum", "mean"):
+            raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}.")
+        if modality not in ("video", "image"):
+            raise ValueError(f"modality must be 'video' or 'image', got {modality!r}.")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+        architecture_for(model).prepare(model)
+        bind_processor(model, processor)
+        self.model, self.processor = model, processor
+        self.alpha, self.reduction, self.prior_mode = real_number(alpha), reduction, prior
+        self.modality, self.frames, self.batch_size = modality, frames, batch_size
+        self.pack_captions = pack_captions
+        self._prior_layout, self._priors = None, {}  # caption tokens -> summed prior log-prob, for that layout
+        self.prompt_text = video_prompt(processor, prompt, modality)
+
+    # -- inputs ---------------------------------------------------------------------------------
+
+    def prompt_inputs(self, video, where: str | None = None) -> dict:
+        """Processor outputs for the prompt with one video (a path, or frames: `pnd.validation.check_frames`) or image;
+        `where` names it in errors."""
+        if isinstance(video, (str, Path)):
+            warnings.warn("CaptionScorer reads no files from pnd 0.4 on: pass frames, "
+                          f"pnd.io.video.read_video({str(video)!r}, frames={self.frames}).", DeprecationWarning,
+                          stacklevel=3)
+            video = read_video(video, self.frames)
+        elif self.modality == "video":
+            check_frames(video, where)
+        key = "videos" if self.modality == "video" else "images"
+        inputs = self.processor(text=[self.prompt_text], **{key: [video]}, return_tensors="pt")
+        return self.on_device(inputs)
+
+    def on_device(self, inputs) -> dict:
+        """`inputs` with every tensor moved to the model's device."""
+        return {k: v.to(self.model.device) if torch.is_tensor(v) else v for k, v in inputs.items()}
+
+    def caption_ids(self, caption: str) -> list[int]:
+        if not isinstance(caption, str):
+            raise TypeError(f"A caption must be a str, got {type(caption).__name__} {caption!r}.")
+        ids = self.processor.tokenizer(caption, add_special_tokens=False).input_ids
+        if not ids:
+            raise ValueError(f"Caption {caption!r} has no tokens.")
+        return ids
+
+    def build_inputs(self, video, caption: str) -> ScoringInputs:
+        """The exact tokens one score is computed on: prompt + caption, and the caption's token span.
+
+        `model(**inputs)` runs the conditioned pass; the score is the sum (or mean) of the
+        log-probabilities of the tokens in `inputs.caption_span`, minus alpha times the same under the
+        masked prior (visual positions masked, position ids kept).
+        """
+        inputs = self.prompt_inputs(video)
+        caption = torch.tensor([self.caption_ids(caption)], device=inputs["input_ids"].device)
+        start = inputs["input_ids"].shape[1]
+        inputs["input_ids"] = torch.cat([inputs["input_ids"], caption], 1)
+        inputs["attention_mask"] = torch.cat([inputs["attention_mask"], torch.ones_like(caption)], 1)
+        for key in architecture_for(self.model).token_inputs:  # the caption's tokens are text (0)
+            if key in inputs:
+                inputs[key] = torch.cat([inputs[key], inputs[key].new_zeros(caption.shape)], 1)
+        return ScoringInputs(inputs, (start, start + caption.shape[1]))
+
+    # -- scoring --------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def score(self, videos, captions: list[str], return_parts: bool = False):
+        """(len(videos) x len(captions)) normalized scores, or `ScoreParts` with return_parts=True.
+
+        A video is what the processor takes: frames (`pnd.validation.check_frames`) as `pnd.io.video.read_video`
+        gives them, or an image (modality="image"). A file path still works, with a DeprecationWarning.
+        """
+        _check_list(videos, "videos", "video")
+        _check_list(captions, "captions", "caption")
+        tokens = [self.caption_ids(c) for c in captions]
+        rows = [self._score_tokens(self.prompt_inputs(video, f"videos[{i}]"), tokens) for i, video in enumerate(videos)]
+        parts = ScoreParts(*map(torch.stack, zip(*rows))) if rows else ScoreParts(*[torch.empty(0, len(tokens))] * 3)
+        return parts if return_parts else parts.normalized
+
+    @torch.no_grad()
+    def score_prompt(self, inputs: dict, captions: list[str], return_parts: bool = False):
+        """Scores (a 1-D tensor, or `ScoreParts` of them) of captions as the answer to a prompt you built.
+
+        `inputs` are the processor's outputs for one prompt that ends where the caption starts (e.g.
+        `apply_chat_template(..., add_generation_prompt=True)`), with its images or videos.
+        """
+        _check_list(captions, "captions", "caption")
+        parts = self._score_tokens(self.on_device(inputs), [self.caption_ids(c) for c in captions])
+        return parts if return_parts else parts.normalized
+
+    @torch.no_grad()
+    def score_prompts(self, inputs: dict, captions: list[list[str]], return_parts: bool = False) -> list:
+        """`score_prompt` of several prompts that share nothing, their prompts run in one forward call.
+
+        `inputs` are the processor's outputs for the prompts left-padded into one batch (row i: prompt i,
+        `tokenizer.padding_side = "left"`); `captions[i]` are the answers scored after prompt i. Each
+        prompt's rows of the cache, without its padding, then score its captions as `score_prompt` does.
+
+        Returns:
+            One 1-D tensor (or `ScoreParts`) per prompt.
+        """
+        _check_list(captions, "captions", "list of captions")
+        if len(captions) != inputs["input_ids"].shape[0]:
+            raise ValueError(f"{inputs['input_ids'].shape[0]} prompt(s) in inputs but {len(captions)} list(s) of "
+                             "captions; give one list per prompt.")
+        results = []
+        for prefix, answers in zip(self._conditioned_prefixes(self.on_device(inputs)), captions):
+            _check_list(answers, "captions", "caption")
+            parts = self._score_prefix(prefix, [self.caption_ids(c) for c in answers])
+            results.append(parts if return_parts else parts.normalized)
+        return results
+
+    @torch.no_grad()
+    def token_scores(self, video, caption: str, top_k: int = 5) -> list[TokenScore]:
+        """What the prior did to each token of `caption` given `video`: a `pnd.scoring.tokens.TokenScore` per token.
+
+        Each holds `log P(w | v)`, `log P(w)`, the normalized score, the shift (< 0: the prior pushed the
+        token down) and the `top_k` alternatives under each; the caption's score is the sum (or mean) of
+        the tokens' normalized scores.
+        """
+        return self.prompt_token_scores(self.prompt_inputs(video), self.caption_ids(caption), top_k)
+
+    @torch.no_grad()
+    def prompt_token_scores(self, inputs: dict, token_ids: list[int], top_k: int = 5,
+                            plausibility: float | None = None) -> list[TokenScore]:
+        """`token_scores` of token ids following a prompt you built (processor outputs, as for `score_prompt`).
+
+        `plausibility` masks the normalized scores as `PriorNormalized(plausibility=...)` does.
+        """
+        prefix = self._conditioned_prefix(self.on_device(inputs))
+        conditional = self._forced_logprobs(prefix, [token_ids])[0][0]
+        prior = self._forced_logprobs(self._prior_prefix(prefix), [token_ids])[0][0]
+        return score_tokens(conditional, prior, token_ids, self.alpha, lambda i: self.processor.tokenizer.decode([i]),
+                            top_k, plausibility)
+
+    def _score_tokens(self, inputs: dict, tokens: list[list[int]]) -> ScoreParts:
+        return self._score_prefix(self._conditioned_prefix(inputs), tokens)
+
+    def _score_prefix(self, prefix: Prefix, tokens: list[list[int]]) -> ScoreParts:
+        self._check_lengths(prefix, tokens)
+        conditional = self._caption_logprobs(prefix, tokens)
+        prior = self._caption_priors(prefix, tokens)
+        if self.reduction == "mean":
+            lengths = torch.tensor([len(t) for t in tokens], dtype=conditional.dtype)
+            conditional, prior = conditional / lengths, prior / lengths
+        return ScoreParts(conditional - self.alpha * prior, conditional, prior)
+
+    def _check_lengths(self, prefix: Prefix, tokens: list[list[int]]) -> None:
+        """A ValueError for a caption whose last token would sit past the model's positions."""
+        limit = getattr(self.model.config.get_text_config(decoder=True), "max_position_embeddings", None)
+        if limit is None:
+            return
+        first = int(prefix.next_positions.max())  # the first caption token's position
+        for i, t in enumerate(tokens):
+            if first + len(t) > limit:
+                raise ValueError(f"Caption {i} has {len(t)} tokens: after the {first}-position prompt it would need "
+                                 f"{first + len(t)} positions, more than the model's {limit} "
+                                 "(max_position_embeddings). Shorten it.")
+
+    def _conditioned_prefix(self, inputs: dict) -> Prefix:
+        if inputs["input_ids"].shape[0] != 1:
+            raise ValueError(f"inputs hold {inputs['input_ids'].shape[0]} prompts; this takes one (score_prompts "
+                             "takes a left-padded batch of them).")
+        return self._conditioned_prefixes(inputs)[0]
+
+    def _conditioned_prefixes(self, inputs: dict) -> list[Prefix]:
+        """The prompts of `inputs` run in one forward call; each row's prefix without its left padding."""
+        model = self.model
+        bind_processor(model, self.processor)  # again: a pnd.detach(model) since the last call unbound it
+        check_pixels(inputs, architecture_for(model).pixel_keys, "CaptionScorer")
+        positions = default_position_ids(model, **inputs)
+        config = model.config.get_text_config(decoder=True)
+        cache = cache_from_layers(config, keep_all=sliding_window(config) is not None)  # every slot: captions reuse it
+        attends = inputs["attention_mask"].bool()
+        starts = attends.long().argmax(-1).tolist()  # each row's first attended slot: left padding before it is cut
+        if any(starts) and has_recurrent_layers(config):
+            raise ValueError("These prompts are left-padded, and a recurrent layer's state would take the padding in: "
+                             "score them one at a time (score_prompt) on this model.")
+        out = model(**inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        check_conditioned_logits(out.logits, "CaptionScorer")
+        states = layer_states(cache)
+        prefixes = []
+        for row, start in enumerate(starts):
+            kept = positions[..., row : row + 1, start:]
+            prefixes.append(Prefix(inputs["input_ids"][row : row + 1, start:], kept,
+                                   [_row_of(state, row, start) for state in states], attends[row : row + 1, start:],
+                                   out.logits[row : row + 1, -1], next_positions=kept[..., -1:] + 1))
+        return prefixes
+
+    def _caption_priors(self, prefix: Prefix, tokens: list[list[int]]) -> torch.Tensor:
+        """Prior log-probs of the captions, computed once per caption while the prompt layout stays the same."""
+        layout = (tuple(prefix.input_ids.flatten().tolist()), tuple(prefix.positions.flatten().tolist()))
+        # one layout kept (memory stays bounded over many prompts), replaced only once the new values are known
+        priors = self._priors if layout == self._prior_layout else {}
+        missing = list(dict.fromkeys(tuple(t) for t in tokens if tuple(t) not in priors))
+        if missing:
+            values = self._caption_logprobs(self._prior_prefix(prefix), [list(t) for t in missing])
+            if not torch.isfinite(values).all():  # never kept: a later prompt with this layout would inherit it
+                raise ValueError("The prior of these captions is not finite (NaN or inf) on this prompt; check the "
+                                 "prompt's inputs (a non-finite pixel value, a model in a dtype that overflows).")
+            priors = {**priors, **{t: float(v) for t, v in zip(missing, values)}}
+        self._prior_layout, self._priors = layout, priors
+        return torch.tensor([self._priors[tuple(t)] for t in tokens])
+
+    def _prior_prefix(self, prefix: Prefix) -> Prefix:
+        prior = masked_prefill(self.model, prefix.input_ids, prefix.attends.long(), prefix.positions, self.prior_mode,
+                               shared=prefix.layers)
+        return Prefix(prefix.input_ids, prefix.positions, prior.layers, prior.attends, prior.logits,
+                      next_positions=prefix.next_positions - prior.position_offset[..., None])
+
+    def _caption_logprobs(self, prefix: Prefix, tokens: list[list[int]]) -> torch.Tensor:
+        """Summed log-probabilities of each caption after the prefix, `batch_size` captions per call.
+
+        Captions are batched in order of length, so that little of each batch is padding.
+        """
+        order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))
+        sums = torch.empty(len(tokens))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            sums[chunk] = self._teacher_forced(prefix, [tokens[i] for i in chunk]).float().cpu()
+        return sums
+
+    def _teacher_forced(self, prefix: Prefix, chunk: list[list[int]]) -> torch.Tensor:
+        """Summed log-probabilities of each caption of `chunk` after the prefix."""
+        config = self.model.config.get_text_config(decoder=True)
+        if (self.pack_captions and attention_implementation(config) == "sdpa"
+                and getattr(config, "sliding_window", None) is None and layer_plan(config).packs):
+            return self._teacher_forced_packed(prefix, chunk)
+        logprobs, ids, mask = self._forced_logprobs(prefix, chunk)
+        return (logprobs.gather(2, ids[..., None])[..., 0] * mask).sum(1)
+
+    def _teacher_forced_packed(self, prefix: Prefix, chunk: list[list[int]]) -> torch.Tensor:
+        """Summed log-probs of the captions of `chunk`, packed one after another into one row after the prefix.
+
+        Each caption token attends to the prefix's attended slots and to the tokens of its own caption up to
+        itself, and has the position it has right after the prefix: the same scores as one row per caption,
+        with the prefix's KV held once instead of once per caption (SDPA with a boolean 4-D mask). Not for
+        recurrent layers, whose state would carry each caption into the next.
+        """
+        device = prefix.first_logits.device
+        lengths = torch.tensor([len(t) for t in chunk], device=device)
+        owner = torch.repeat_interleave(torch.arange(len(chunk), device=device), lengths)
+        starts = torch.cumsum(lengths, 0) - lengths
+        flat = torch.arange(len(owner), device=device)
+        steps = flat - starts[owner]  # each token's place in its caption
+        ids = torch.tensor([token for t in chunk for token in t], device=device)[None]
+        own = (owner[:, None] == owner[None, :]) & (flat[None, :] <= flat[:, None])
+        mask = torch.cat([prefix.attends.expand(len(owner), -1), own], 1)[None, None]
+        cache = cache_from_layers(self.model.config.get_text_config(decoder=True), prefix.layers)
+        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=prefix.next_positions + steps,
+                            past_key_values=cache, use_cache=True).logits[0]
+        before = torch.cat([prefix.first_logits, logits], 0)  # row f + 1: the logits after flat token f
+        predicting = torch.where(steps == 0, 0, flat)  # the row that predicts each token
+        token_logprobs = torch.log_softmax(before[predicting].float(), -1).gather(1, ids[0, :, None])[:, 0]
+        return torch.zeros(len(chunk), device=device).index_add_(0, owner, token_logprobs)
+
+    def _forced_logprobs(self, prefix: Prefix, chunk: list[list[int]]):
+        """(log-probabilities over the vocabulary at each token of each text, (n, longest, vocab); ids; mask):
+        one right-padded row per text over a copy of the prefix's KV each."""
+        n, longest = len(chunk), max(len(t) for t in chunk)
+        device = prefix.first_logits.device
+        ids = torch.zeros(n, longest, dtype=torch.long, device=device)
+        mask = torch.zeros(n, longest, dtype=torch.long, device=device)
+        for i, t in enumerate(chunk):  # right-padded: padding comes after every real token
+            ids[i, : len(t)], mask[i, : len(t)] = torch.tensor(t), 1
+        cache = cache_from_layers(self.model.config.get_text_config(decoder=True),
+                                  [map_states(lambda t: t.expand(n, *t.shape[1:]), state) for state in prefix.layers])
+        steps = torch.arange(longest, device=device)
+        positions = (prefix.next_positions + steps).expand(*prefix.next_positions.shape[:-2], n, longest)
+        logits = self.model(
+            input_ids=ids,
+            attention_mask=torch.cat([prefix.attends.long().expand(n, -1), mask], 1),
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        ).logits
+        logits = torch.cat([prefix.first_logits.expand(n, 1, -1), logits[:, :-1]], 1).float()
+        return torch.log_softmax(logits, -1), ids, mask
+
+
+def _row_of(state, row: int, start: int):
+    """Row `row` of one cache layer's state, its keys and values without the first `start` (padding) slots."""
+    if isinstance(state, RecurrentState):
+        return map_states(lambda t: t[row : row + 1], state)
+    return map_states(lambda t: t[row : row + 1, :, start:], state)
+
+
+class Prefix(NamedTuple):
+    """A prompt run once: its tokens, positions, per-layer KV, attended slots and next-token logits."""
+
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    layers: list
+    attends: torch.Tensor
+    first_logits: torch.Tensor
+    next_positions: torch.Tensor
+
+
+def _check_list(values, name: str, one: str) -> None:
+    """A TypeError if `values` is a single str or path where a list of them is expected (iterating would split it)."""
+    if isinstance(values, (str, Path)):
+        raise TypeError(f"{name} must be a list, got the {type(values).__name__} {str(values)!r}: pass "
+                        f"[{str(values)!r}] to score one {one}.")

@@ -1,0 +1,53 @@
+"""docs/design.md §3.9: everything pnd keeps on a model is one object, and `pnd.detach` leaves the model as it was."""
+
+import pytest
+import torch
+
+import pnd
+from pnd.attachment import attachment_of
+from pnd.testing import random_video, tiny_inputs, tiny_model
+
+
+def instance_state(model) -> dict:
+    """The model's own attributes (vars) and its attention implementation: what attach may change."""
+    config = model.config.get_text_config(decoder=True)
+    return {**vars(model), "attention": config._attn_implementation}
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "nemotron_h_omni"])
+def test_detach_leaves_no_pnd_attribute_on_the_model(model_type):
+    """nemotron_h_omni: attach also repairs transformers' video features on the instance; detach takes it back."""
+    model, processor = tiny_model(model_type)
+    pnd.detach(model)  # tiny_model binds the processor, as attach(model, processor) does: start from a bare model
+    before = instance_state(model)
+    pnd.attach(model, processor).generate(**tiny_inputs(processor, model_type), max_new_tokens=2, do_sample=False,
+                                          logits_processor=[pnd.PriorNormalized(0.5)])
+    assert [name for name in vars(model) if "pnd" in name] == ["_pnd"]
+    pnd.detach(model)
+    after = instance_state(model)
+    assert after.keys() == before.keys() and all(after[k] is before[k] or after[k] == before[k] for k in before)
+    assert not [name for name in vars(model) if "pnd" in name]
+
+
+def test_detach_restores_a_hook_set_before_attach():
+    model, processor = tiny_model("llava")
+    hook = model.forward  # a bound method on the instance, as accelerate's forward hook is
+    model.forward = hook
+    pnd.attach(model, processor)
+    assert model.forward is not hook
+    pnd.detach(model)
+    assert vars(model)["forward"] is hook and attachment_of(model) is None
+
+
+def test_the_processor_a_scorer_binds_lives_in_the_same_attachment():
+    """gemma4: its expansion is read with the bound processor, so a scorer used after a detach binds it again."""
+    model, processor = tiny_model("gemma4")
+    pnd.detach(model)
+    scorer = pnd.CaptionScorer(model, processor)
+    assert attachment_of(model).processor is processor and not attachment_of(model).attached
+    pnd.attach(model)  # the bound processor stays; attach adds its methods to the same object
+    assert attachment_of(model).processor is processor and attachment_of(model).attached
+    pnd.detach(model)
+    assert attachment_of(model) is None
+    scores = scorer.score([random_video(0)], ["a red circle"])
+    torch.testing.assert_close(scores, pnd.CaptionScorer(model, processor).score([random_video(0)], ["a red circle"]))
