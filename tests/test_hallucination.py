@@ -13,10 +13,11 @@ import statistics
 import sys
 
 import hallucination_fixtures
-import lmms_eval_fixtures
 import pytest
 import torch
 from hallucination_fixtures import EVENT_ANSWERS, PLANTED, SPLITS, SUBSETS
+
+import lmms_eval_fixtures
 
 sys.path.insert(0, str(hallucination_fixtures.TASKS))
 from eventhallusion import utils as event
@@ -129,7 +130,7 @@ def test_alpha_zero_is_the_plain_model(sweep):
     """pnd_hf at alpha 0 generates what plain transformers generate, on a VideoHallucer document."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from pnd.video import read_video
+    from pnd.io.video import read_video
 
     root, out = sweep
     model = AutoModelForImageTextToText.from_pretrained(root / "model").eval()
