@@ -1,8 +1,9 @@
-"""Tiny VideoHallucer and EventHallusion data in the real schemas, and local copies of their eval_configs tasks.
+"""Tiny VideoHallucer, EventHallusion and VidHalluc data in the real schemas, and local copies of their tasks.
 
 The task folders are copied from eval_configs/tasks with the hub / GitHub data sources replaced by the local files
 written here (the utils.py and metric code are the real ones); videos are 4-frame mp4 files where the tasks look
-for them: $HF_HOME/videohallucer/<subset>/videos/ and $HF_HOME/eventhallusion/<split>/.
+for them: $HF_HOME/videohallucer/<subset>/videos/, $HF_HOME/eventhallusion/<split>/ and under $HF_HOME/vidhalluc/
+(ACH clips in ACH/, TSH videos one folder deeper, as the hub's zips unpack in folders of their own).
 """
 
 from __future__ import annotations
@@ -21,6 +22,25 @@ SPLITS = ("entire", "interleave", "misleading")
 PLANTED = {  # (basic, hallucination) answers of the two pairs; the tiny model answers "yes" by loglikelihood
     subset: [("yes", "no"), ("no" if subset == "temporal" else "yes", "yes")] for subset in SUBSETS}
 EVENT_ANSWERS = {split: ["Yes.", "Yes.", "No."] if split == "interleave" else ["No.", "Yes.", "No."] for split in SPLITS}
+
+
+VIDHALLUC_BINARYQA = {  # ach_binaryqa.json: {index: [{"q", "a": {clip: answer}}]}, one video pair per index
+    "0": [{"q": "Is the man slicing bread?", "a": {"p0_clip_1": "Yes", "p0_clip_2": "No"}},
+          {"q": "Is the man spreading butter?", "a": {"p0_clip_1": "No", "p0_clip_2": "Yes"}}],
+    "1": [{"q": "Is someone riding a bike?", "a": {"p1_clip_1": "Yes", "p1_clip_2": "Yes"}}]}
+VIDHALLUC_MCQ = {  # ach_mcq.json: {index: {clip: {"Question", "Choices", "Correct Answer"}}}
+    "0": {"p0_clip_1": {"Question": "What is the man doing?", "Choices": {"A": "slicing bread", "B": "spreading butter",
+                                                                          "C": "washing a plate", "D": "pouring milk"},
+                        "Correct Answer": "A"},
+          "p0_clip_2": {"Question": "What is the man doing?", "Choices": {"A": "slicing bread", "B": "spreading butter",
+                                                                          "C": "washing a plate", "D": "pouring milk"},
+                        "Correct Answer": "B"}},
+    "1": {"p1_clip_1": {"Question": "What is the person riding?", "Choices": {"A": "a horse", "B": "a bike", "C": "a bus"},
+                        "Correct Answer": "A"}}}
+VIDHALLUC_TSH = {  # tsh.json: {index: {"video", "Question", "Correct Answer"}}
+    "0": {"video": "t0_clip", "Question": "Action A: pour water. Action B: stir the cup. ", "Correct Answer": "AB"},
+    "1": {"video": "t1_clip", "Question": "Action A: open the door. Action B: turn on the light. ",
+          "Correct Answer": "BA"}}
 
 
 def videohallucer_pairs(subset: str) -> list[dict]:
@@ -60,11 +80,23 @@ def build(root: Path) -> Path:
         (home / "eventhallusion" / f"{split}_questions.json").write_text(json.dumps(videos))
         for video in videos:
             write_mp4(home / "eventhallusion" / split / f"{video['id']}.mp4", 4)
+    hub = home / "vidhalluc_hub"  # the hub repository's top level: the json files, as the authors' scripts write them
+    hub.mkdir()
+    for name, data in [("ach_binaryqa", VIDHALLUC_BINARYQA), ("ach_mcq", VIDHALLUC_MCQ), ("tsh", VIDHALLUC_TSH)]:
+        (hub / f"{name}.json").write_text(json.dumps(data, indent=4))
+    ach = {clip for entries in VIDHALLUC_BINARYQA.values() for entry in entries for clip in entry["a"]}
+    ach |= {clip for clips in VIDHALLUC_MCQ.values() for clip in clips}
+    for folder, videos in [("ACH", ach), ("TSH_videos/TSH", {entry["video"] for entry in VIDHALLUC_TSH.values()})]:
+        (home / "vidhalluc" / folder).mkdir(parents=True)
+        for clip in videos:
+            write_mp4(home / "vidhalluc" / folder / f"{clip}.mp4", 4)
     local = {"videohallucer": [("dataset_path: bigai-nlco/VideoHallucer", "dataset_path: json"),
                                ("{test: ", f"{{test: {home / 'videohallucer'}/"),
                                (", cache_dir: videohallucer, video: true, create_link: true", "")],
              "eventhallusion": [("https://raw.githubusercontent.com/Stevetich/EventHallusion/main/questions",
-                                 str(home / "eventhallusion"))]}
+                                 str(home / "eventhallusion"))],
+             "vidhalluc": [("dataset_path: chaoyuli/VidHalluc", "dataset_path: json"), ("{test: ", f"{{test: {hub}/"),
+                           (", cache_dir: vidhalluc, video: true", "")]}
     for name, replacements in local.items():
         shutil.copytree(TASKS / name, tasks / name)
         for path in (tasks / name).iterdir():

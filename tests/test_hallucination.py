@@ -1,7 +1,7 @@
-"""VideoHallucer and EventHallusion (eval_configs/tasks) through lmms-eval's real command line, and `pnd sweep`.
+"""VideoHallucer, EventHallusion and VidHalluc (eval_configs/tasks) through lmms-eval's real command line, and `pnd sweep`.
 
-One `pnd sweep` of the tiny LLaVA-OneVision (tests/lmms_eval_fixtures.py) over both benchmarks, by generation and by
-loglikelihood, at alpha 0 and 1: one lmms-eval call per alpha on tiny data in the real schemas
+One `pnd sweep` of the tiny LLaVA-OneVision (tests/lmms_eval_fixtures.py) over the three benchmarks, by generation and
+by loglikelihood, at alpha 0 and 1: one lmms-eval call per alpha on tiny data in the real schemas
 (tests/hallucination_fixtures.py). Metrics are checked against values computed by hand from the planted answers,
 and against the kits' rules re-applied here to the logged answers; the sweep's table against lmms-eval's files.
 """
@@ -15,15 +15,24 @@ import sys
 import hallucination_fixtures
 import pytest
 import torch
-from hallucination_fixtures import EVENT_ANSWERS, PLANTED, SPLITS, SUBSETS
+from hallucination_fixtures import (
+    EVENT_ANSWERS,
+    PLANTED,
+    SPLITS,
+    SUBSETS,
+    VIDHALLUC_BINARYQA,
+    VIDHALLUC_MCQ,
+    VIDHALLUC_TSH,
+)
 
 import lmms_eval_fixtures
 
 sys.path.insert(0, str(hallucination_fixtures.TASKS))
 from eventhallusion import utils as event
 from videohallucer import utils as hallucer
+from vidhalluc import utils as vidhalluc
 
-TASKS = "videohallucer,videohallucer_ll,eventhallusion,eventhallusion_ll"
+TASKS = "videohallucer,videohallucer_ll,eventhallusion,eventhallusion_ll,vidhalluc,vidhalluc_ll"
 
 
 @pytest.fixture(scope="module")
@@ -80,13 +89,80 @@ def test_eventhallusion_reads_the_first_word_as_the_authors_do():
     assert event.eventhallusion_process_results(doc, [(1.0, False), (3.0, False)])["accuracy"] == 1.0
 
 
+def test_vidhalluc_binaryqa_counts_a_question_only_when_every_clip_is_right():
+    docs = [{"question_id": q, "answer": a} for q, a in [("0/0", "Yes"), ("0/0", "No"), ("0/1", "No"), ("0/1", "Yes"),
+                                                          ("1/0", "Yes"), ("1/0", "Yes")]]
+    said = ["Yes, he is.", " no.", "No", "Yes it is", "yes", "YES, clearly"]  # "Yes it is" is not "YES" (kit: . and ,)
+    results = [vidhalluc.binaryqa_process_results(doc, [text]) for doc, text in zip(docs, said)]
+    assert vidhalluc.accuracy([r["accuracy"] for r in results]) == pytest.approx(2 / 3)
+    assert statistics.mean(r["clip_accuracy"] for r in results) == pytest.approx(5 / 6)
+    assert vidhalluc.binaryqa_process_results(docs[1], [(2.0, False), (0.5, False)])["clip_accuracy"] == 1.0  # "No"
+
+
+def test_vidhalluc_mcq_reads_capital_letters_then_option_text():
+    doc = {"letters": ["A", "B", "C"], "options": ["a horse", "a bike", "a bus"], "answer": "B"}
+    said = {"B": 1, "The answer is B.": 1, "b": 0, "A, B": 0, "AB": 0, "He rides a bike.": 1, "A bike.": 0,
+            "a bike or a horse": 0, "nothing": 0}  # "A bike." has a lone capital A; options are tried A first
+    assert {text: vidhalluc.mcq_process_results(doc, [text])["accuracy"] for text in said} == said
+    assert vidhalluc.mcq_process_results({**doc, "answer": "AB"}, ["A, B"])["accuracy"] == 1.0  # letters as a set
+    assert vidhalluc.mcq_process_results(doc, [(3.0, False), (1.0, False), (2.0, False)])["accuracy"] == 1.0
+
+
+@pytest.mark.parametrize("text, order", [
+    ("AB", "AB"), (" ba\n", "BA"), ("b", "B"), ("Action A happens before Action B.", "AB"),
+    ("Action B, then action A.", "BA"), ("After action B, action A.", "BA"), ("Only action B.", "B"),
+    ("The order is not clear.", "None"), ("The order is BA.", "None"), ("Action B. Action A.", "BA")])
+def test_vidhalluc_tsh_reads_the_order_as_the_kit_does(text, order):
+    assert vidhalluc.tsh_prediction(text) == order
+    assert vidhalluc.tsh_process_results({"answer": "BA"}, [text])["accuracy"] == float(order == "BA")
+
+
+@pytest.mark.parametrize("indent", [None, 4])
+def test_vidhalluc_reads_the_authors_json_files(tmp_path, indent):
+    """The json files are objects keyed by index (one row with a column per index, to `datasets`)."""
+    import datasets
+
+    loaded = {}
+    for name, data in [("ach_binaryqa", VIDHALLUC_BINARYQA), ("ach_mcq", VIDHALLUC_MCQ), ("tsh", VIDHALLUC_TSH)]:
+        (tmp_path / f"{name}.json").write_text(json.dumps(data, indent=indent))
+        loaded[name] = datasets.load_dataset("json", data_files=str(tmp_path / f"{name}.json"), split="train",
+                                             cache_dir=str(tmp_path / "cache"))
+    binaryqa = vidhalluc.binaryqa_process_docs(loaded["ach_binaryqa"])
+    assert [(d["question_id"], d["clip"], d["answer"]) for d in binaryqa] == [
+        ("0/0", "p0_clip_1", "Yes"), ("0/0", "p0_clip_2", "No"), ("0/1", "p0_clip_1", "No"), ("0/1", "p0_clip_2", "Yes"),
+        ("1/0", "p1_clip_1", "Yes"), ("1/0", "p1_clip_2", "Yes")]
+    mcq = list(vidhalluc.mcq_process_docs(loaded["ach_mcq"]))
+    assert [(d["clip"], d["letters"], d["answer"]) for d in mcq] == [
+        ("p0_clip_1", list("ABCD"), "A"), ("p0_clip_2", list("ABCD"), "B"), ("p1_clip_1", list("ABC"), "A")]
+    assert vidhalluc.mcq_doc_to_text(mcq[2]) == (
+        "What is the person riding? Please select the correct answer (one or more options), only return your "
+        "answer(s). (e.g., ABCD)\nChoices:\nA. a horse\nB. a bike\nC. a bus\n")
+    tsh = list(vidhalluc.tsh_process_docs(loaded["tsh"]))
+    assert [(d["clip"], d["answer"]) for d in tsh] == [("t0_clip", "AB"), ("t1_clip", "BA")]
+    assert vidhalluc.tsh_doc_to_text(tsh[0]).startswith("Action A: pour water. Action B: stir the cup. Sort these two")
+
+
+def test_vidhalluc_finds_a_clip_by_name_in_its_parts_folder(tmp_path):
+    for path in ["x/ACH/c1.mp4", "TSH/c1.mp4", "deep/TSH/t1.mp4"]:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).touch()
+    assert vidhalluc.find_video("c1", "ACH", str(tmp_path)) == str(tmp_path / "x/ACH/c1.mp4")
+    assert vidhalluc.find_video("c1", "TSH", str(tmp_path)) == str(tmp_path / "TSH/c1.mp4")
+    assert vidhalluc.find_video("t1", "ACH", str(tmp_path)) == str(tmp_path / "deep/TSH/t1.mp4")  # only one: found
+    assert vidhalluc.find_video("gone", "ACH", str(tmp_path)) == str(tmp_path / "ACH/gone.mp4")  # in the message
+
+
 def test_loglikelihood_metrics_equal_the_hand_computed_values(sweep):
-    """At alpha 0 the tiny model gives "yes" the lower loss on every question (checked), so the planted answers
-    decide: a pair counts only if both of its answers are "yes"."""
+    """At alpha 0 the tiny model gives "yes" the lower loss on every yes/no question and "B" on every VidHalluc
+    multiple-choice question (checked), so the planted answers decide: a VideoHallucer pair counts only if both of
+    its answers are "yes", a VidHalluc question only if it is "Yes" on all its clips."""
     results, samples = run_results(sweep[1], 0)
     for task, task_samples in samples.items():
-        if task.endswith("_ll"):
-            assert all(losses(s)[0] < losses(s)[1] - 0.1 for s in task_samples), task
+        if task == "vidhalluc_ach_mcq_ll":
+            assert all(min(losses(s)[:1] + losses(s)[2:]) > losses(s)[1] + 0.1 for s in task_samples)
+        elif task.endswith("_ll"):
+            assert all(losses(s)[0] < losses(s)[1] - (0.05 if task.startswith("vidhalluc") else 0.1)
+                       for s in task_samples), task
     metrics = results["results"]
     for subset in SUBSETS:
         pairs = PLANTED[subset]
@@ -99,6 +175,13 @@ def test_loglikelihood_metrics_equal_the_hand_computed_values(sweep):
     for split in SPLITS:
         assert metrics[f"eventhallusion_{split}_ll"]["accuracy,none"] == pytest.approx(EVENT_ANSWERS[split].count("Yes.") / 3)
     assert metrics["eventhallusion_ll"]["accuracy,none"] == pytest.approx(4 / 9)
+    questions = [entry["a"].values() for entries in VIDHALLUC_BINARYQA.values() for entry in entries]
+    got = metrics["vidhalluc_ach_binaryqa_ll"]
+    assert got["accuracy,none"] == statistics.mean(all(a == "Yes" for a in clips) for clips in questions) == 1 / 3
+    assert got["clip_accuracy,none"] == pytest.approx(4 / 6)
+    mcq = [entry["Correct Answer"] for clips in VIDHALLUC_MCQ.values() for entry in clips.values()]
+    assert metrics["vidhalluc_ach_mcq_ll"]["accuracy,none"] == pytest.approx(mcq.count("B") / len(mcq)) == 1 / 3
+    assert metrics["vidhalluc_ll"]["accuracy,none"] == pytest.approx(1 / 3)  # unweighted mean of the two parts
 
 
 @pytest.mark.parametrize("alpha", [0, 1])
@@ -124,10 +207,43 @@ def test_generation_metrics_follow_the_kits_rules(sweep, alpha):
             text = (sample["filtered_resps"][0] if isinstance(sample["filtered_resps"], list) else sample["filtered_resps"])
             right.append(text.strip().lower().startswith(answer[:-1].lower()))
     assert metrics["eventhallusion"]["accuracy,none"] == pytest.approx(statistics.mean(right))
+    texts = {task: [text_of(s) for s in samples[task]] for task in ("vidhalluc_ach_binaryqa", "vidhalluc_ach_mcq", "vidhalluc_tsh")}
+    questions = {}  # eval_bqa.py: text before the first "." then ",", any case; a question needs all its clips right
+    for (index, i, answer), text in zip([(index, i, answer) for index, entries in VIDHALLUC_BINARYQA.items()
+                                         for i, entry in enumerate(entries) for answer in entry["a"].values()],
+                                        texts["vidhalluc_ach_binaryqa"]):
+        right = text.strip().split(".")[0].split(",")[0].strip().lower() == answer.lower()
+        questions[index, i] = questions.get((index, i), True) and right
+    parts = [statistics.mean(questions.values())]
+    mcq = [entry for clips in VIDHALLUC_MCQ.values() for entry in clips.values()]  # eval_mcq.py: lone capitals A-D,
+    said = [set(re.findall(r"\b[A-D]\b", text)) or next(({k} for k, v in e["Choices"].items() if v in text.lower()), set())
+            for e, text in zip(mcq, texts["vidhalluc_ach_mcq"])]  # else the first option whose text is in the answer
+    parts.append(statistics.mean(s == set(e["Correct Answer"]) for s, e in zip(said, mcq)))
+    parts.append(statistics.mean(vidhalluc.tsh_prediction(text) == entry["Correct Answer"]
+                                 for text, entry in zip(texts["vidhalluc_tsh"], VIDHALLUC_TSH.values())))
+    for task, part in zip(texts, parts):
+        assert metrics[task]["accuracy,none"] == pytest.approx(part), task
+    assert metrics["vidhalluc"]["accuracy,none"] == pytest.approx(statistics.mean(parts))
 
 
-def test_alpha_zero_is_the_plain_model(sweep):
-    """pnd_hf at alpha 0 generates what plain transformers generate, on a VideoHallucer document."""
+def text_of(sample):
+    response = sample["filtered_resps"]
+    return response[0] if isinstance(response, list) else response
+
+
+def vidhalluc_mcq_doc():
+    (clip, entry), = list(VIDHALLUC_MCQ["1"].items())
+    return {"clip": clip, "question": entry["Question"], "letters": list(entry["Choices"]),
+            "options": list(entry["Choices"].values())}
+
+
+@pytest.mark.parametrize("task, doc, video, prompt, max_new_tokens", [
+    ("videohallucer_temporal", 0, "videohallucer/temporal/videos/temporal0_a.mp4",
+     hallucination_fixtures.videohallucer_pairs("temporal")[0]["basic"]["question"] + hallucer.PROMPT, 16),
+    ("vidhalluc_ach_mcq", 2, "vidhalluc/ACH/p1_clip_1.mp4", vidhalluc.mcq_doc_to_text(vidhalluc_mcq_doc()), 32)],
+    ids=["videohallucer", "vidhalluc"])
+def test_alpha_zero_is_the_plain_model(sweep, task, doc, video, prompt, max_new_tokens):
+    """pnd_hf at alpha 0 generates what plain transformers generate, on a VideoHallucer and a VidHalluc document."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from pnd.io.video import read_video
@@ -135,15 +251,13 @@ def test_alpha_zero_is_the_plain_model(sweep):
     root, out = sweep
     model = AutoModelForImageTextToText.from_pretrained(root / "model").eval()
     processor = AutoProcessor.from_pretrained(root / "model")
-    doc = hallucination_fixtures.videohallucer_pairs("temporal")[0]["basic"]
-    message = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": doc["question"] + hallucer.PROMPT}]}]
-    frames = read_video(root / "hf_home" / "videohallucer" / "temporal" / "videos" / doc["video"], 4)
+    message = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": prompt}]}]
+    frames = read_video(root / "hf_home" / video, 4)
     inputs = processor(text=[processor.apply_chat_template(message, add_generation_prompt=True)], videos=[frames],
                        return_tensors="pt")
     with torch.no_grad():
-        tokens = model.generate(**inputs, max_new_tokens=16, do_sample=False)[0, inputs["input_ids"].shape[1]:]
-    logged = run_results(out, 0)[1]["videohallucer_temporal"][0]["filtered_resps"]
-    assert (logged[0] if isinstance(logged, list) else logged) == processor.decode(tokens, skip_special_tokens=True)
+        tokens = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)[0, inputs["input_ids"].shape[1]:]
+    assert text_of(run_results(out, 0)[1][task][doc]) == processor.decode(tokens, skip_special_tokens=True)
 
 
 def test_sweep_table_and_plot_hold_lmms_evals_numbers(sweep):
@@ -151,7 +265,8 @@ def test_sweep_table_and_plot_hold_lmms_evals_numbers(sweep):
     rows = list(csv.DictReader((out / "sweep.csv").read_text().splitlines()))
     assert [(r["task"], float(r["alpha"])) for r in rows] == [(t, a) for t in TASKS.split(",") for a in (0.0, 1.0)]
     headline = {"videohallucer": "overall_accuracy", "videohallucer_ll": "overall_accuracy",
-                "eventhallusion": "accuracy", "eventhallusion_ll": "accuracy"}
+                "eventhallusion": "accuracy", "eventhallusion_ll": "accuracy", "vidhalluc": "accuracy",
+                "vidhalluc_ll": "accuracy"}
     table = (out / "sweep.md").read_text()
     for row in rows:
         alpha = int(float(row["alpha"]))
