@@ -10,24 +10,12 @@ Example:
 
 from __future__ import annotations
 
-from . import (  # noqa: F401
-               finder_families,  # noqa: F401, E402  (the families added through the generic finder, listed last)
-               gemma3,
-               glm4v,
-               internvl,
-               lfm2_vl,
-               llava,
-               minicpmv,
-               molmo2,
-               nemotron_h_omni,
-               perception_lm,  # (each family registers itself)
-               qwen2_vl,
-               qwen3_5,
-               qwen3_vl,
-               smolvlm,
-               video_llama_3,
-               video_llava,
-)
+# Registration order: the hand-written families, then those added through the generic finder.
+# isort: off
+from . import (gemma3, glm4v, internvl, lfm2_vl, llava, minicpmv, molmo2, nemotron_h_omni,  # noqa: F401
+               perception_lm, qwen2_vl, qwen3_5, qwen3_vl, smolvlm, video_llama_3, video_llava)  # each registers itself
+from . import finder_families  # noqa: F401
+# isort: on
 from .registry import Architecture, architecture_for, register, registered, supported_model_types
 
 __all__ = ["Architecture", "architecture_for", "register", "registered", "supported_model_types"]
