@@ -55,7 +55,7 @@ def test_there_is_a_config_per_benchmark():
     # BLiM's Table 9 (captioning) and the hallucination benchmarks lmms-eval registers
     assert {"coco_cap", "nocaps", "llava_in_the_wild", "youcook2", "vdc", "temporalbench", "coco_cap_chair", "amber_g",
             "hallusion_bench"} <= names
-    assert {"videohallucer", "eventhallusion"} <= names  # video hallucination tasks of eval_configs/tasks
+    assert {"videohallucer", "eventhallusion", "vidhalluc"} <= names  # video hallucination tasks of eval_configs/tasks
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
