@@ -41,7 +41,7 @@ import torch
 from ..decoding.captioning import generate_captions
 from ..decoding.logits_processor import PriorNormalized
 from .inputs import InputsError, Item, VideoFrames, read_inputs
-from .launch import Launch, add_model_arguments, check_model_arguments, load_for_rank
+from .launch import Launch, add_model_arguments, check_counts, check_model_arguments, load_for_rank
 from .records import PartWriter, RecordsError, file_in_the_way, finished_ids, merge
 from .signals import stopped_by
 
@@ -69,12 +69,8 @@ def add_arguments(parser) -> None:
 
 def check_arguments(args) -> Path:
     """Refuse bad arguments before anything loads; returns --out (its folder created if missing)."""
-    for name in ("batch_size", "frames", "max_new_tokens"):
-        if getattr(args, name) < 1:
-            fail(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")
-    if args.workers < 0:
-        fail(f"--workers must be 0 (decode in the main process) or more, got {args.workers}.")
     try:
+        check_counts(args, ("batch_size", "frames", "max_new_tokens"))
         PriorNormalized(args.alpha, plausibility=args.plausibility)
         check_model_arguments(args)
     except ValueError as error:

@@ -55,13 +55,12 @@ def run(args) -> int:
     from ..io.prompts import video_prompt
     from ..io.video import read_video
     from ..scoring.explain import explain
+    from .launch import check_counts
     from .records import file_in_the_way
 
     try:  # every argument is checked before the model loads or anything is written
         PriorNormalized(args.alpha, plausibility=args.plausibility)
-        for name in ("max_new_tokens", "top_k"):
-            if getattr(args, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")
+        check_counts(args, ("max_new_tokens", "top_k", "frames"))
         if (blocked := file_in_the_way(Path(args.out) / "explain.json")) is not None:
             raise ValueError(blocked)
         check_device(args.device)

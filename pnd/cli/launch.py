@@ -74,6 +74,22 @@ def add_model_arguments(parser) -> None:
     parser.add_argument("--load-in-8bit", action="store_true")
 
 
+def check_counts(args, names: tuple[str, ...]) -> None:
+    """A ValueError of one line if an option of `names` is below 1, or --workers (where the command has it) below 0.
+
+    Example:
+        >>> from argparse import Namespace
+        >>> check_counts(Namespace(top_k=0), ("top_k",))
+        Traceback (most recent call last):
+        ValueError: --top-k must be at least 1, got 0.
+    """
+    for name in names:
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")
+    if getattr(args, "workers", 0) < 0:
+        raise ValueError(f"--workers must be 0 (decode in the main process) or more, got {args.workers}.")
+
+
 def check_model_arguments(args) -> None:
     """Refuse bad options of `add_model_arguments` and a bad --model before anything loads: a ValueError of one line."""
     from ..io.loading import check_device, check_model_source

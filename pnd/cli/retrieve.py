@@ -33,7 +33,7 @@ from ..io.video import list_videos
 from ..scoring.ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics, sinkhorn
 from ..validation import check_alpha_and_prior
 from .inputs import VideoFrames
-from .launch import Launch, add_model_arguments, check_model_arguments, load_for_rank
+from .launch import Launch, add_model_arguments, check_counts, check_model_arguments, load_for_rank
 from .records import Kind, PartWriter, RecordsError, file_in_the_way, finished_records, merge, read_records
 from .signals import stopped_by
 
@@ -112,12 +112,8 @@ def load_first_stage(path: str, shape: tuple[int, int]) -> torch.Tensor:
 
 
 def check_arguments(args) -> None:
-    for name in ("batch_size", "frames", "top_k"):
-        if getattr(args, name) < 1:
-            fail(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")
-    if args.workers < 0:
-        fail(f"--workers must be 0 (decode in the main process) or more, got {args.workers}.")
     try:
+        check_counts(args, ("batch_size", "frames", "top_k"))
         check_alpha_and_prior(args.alpha, "masked")
         check_model_arguments(args)
     except ValueError as error:
