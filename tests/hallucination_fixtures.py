@@ -3,7 +3,7 @@
 The task folders are copied from eval_configs/tasks with the hub / GitHub data sources replaced by the local files
 written here (the utils.py and metric code are the real ones); videos are 4-frame mp4 files where the tasks look
 for them: $HF_HOME/videohallucer/<subset>/videos/, $HF_HOME/eventhallusion/<split>/ and under $HF_HOME/vidhalluc/
-(ACH clips in ACH/, TSH videos one folder deeper, as the hub's zips unpack in folders of their own).
+(ACH clips in ACH/, TSH videos one folder deeper: the tasks find them by name and download nothing).
 """
 
 from __future__ import annotations
@@ -95,8 +95,7 @@ def build(root: Path) -> Path:
                                (", cache_dir: videohallucer, video: true, create_link: true", "")],
              "eventhallusion": [("https://raw.githubusercontent.com/Stevetich/EventHallusion/main/questions",
                                  str(home / "eventhallusion"))],
-             "vidhalluc": [("dataset_path: chaoyuli/VidHalluc", "dataset_path: json"), ("{test: ", f"{{test: {hub}/"),
-                           (", cache_dir: vidhalluc, video: true", "")]}
+             "vidhalluc": [("https://huggingface.co/datasets/chaoyuli/VidHalluc/resolve/main", str(hub))]}
     for name, replacements in local.items():
         shutil.copytree(TASKS / name, tasks / name)
         for path in (tasks / name).iterdir():

@@ -118,15 +118,16 @@ def test_vidhalluc_tsh_reads_the_order_as_the_kit_does(text, order):
 
 
 @pytest.mark.parametrize("indent", [None, 4])
-def test_vidhalluc_reads_the_authors_json_files(tmp_path, indent):
-    """The json files are objects keyed by index (one row with a column per index, to `datasets`)."""
+def test_vidhalluc_reads_the_authors_json_files(tmp_path, monkeypatch, indent):
+    """The json files are objects keyed by index, read as text lines (as the tasks' `dataset_path: text` does)."""
     import datasets
 
     loaded = {}
     for name, data in [("ach_binaryqa", VIDHALLUC_BINARYQA), ("ach_mcq", VIDHALLUC_MCQ), ("tsh", VIDHALLUC_TSH)]:
         (tmp_path / f"{name}.json").write_text(json.dumps(data, indent=indent))
-        loaded[name] = datasets.load_dataset("json", data_files=str(tmp_path / f"{name}.json"), split="train",
+        loaded[name] = datasets.load_dataset("text", data_files=str(tmp_path / f"{name}.json"), split="train",
                                              cache_dir=str(tmp_path / "cache"))
+    monkeypatch.setattr(vidhalluc, "ensure_videos", lambda part, clip: None)
     binaryqa = vidhalluc.binaryqa_process_docs(loaded["ach_binaryqa"])
     assert [(d["question_id"], d["clip"], d["answer"]) for d in binaryqa] == [
         ("0/0", "p0_clip_1", "Yes"), ("0/0", "p0_clip_2", "No"), ("0/1", "p0_clip_1", "No"), ("0/1", "p0_clip_2", "Yes"),
@@ -150,6 +151,22 @@ def test_vidhalluc_finds_a_clip_by_name_in_its_parts_folder(tmp_path):
     assert vidhalluc.find_video("c1", "TSH", str(tmp_path)) == str(tmp_path / "TSH/c1.mp4")
     assert vidhalluc.find_video("t1", "ACH", str(tmp_path)) == str(tmp_path / "deep/TSH/t1.mp4")  # only one: found
     assert vidhalluc.find_video("gone", "ACH", str(tmp_path)) == str(tmp_path / "ACH/gone.mp4")  # in the message
+
+
+def test_vidhalluc_downloads_and_unpacks_a_parts_videos_once(tmp_path, monkeypatch):
+    import zipfile
+
+    import huggingface_hub
+
+    snapshot, root, calls = tmp_path / "snapshot", tmp_path / "videos", []
+    (snapshot / "data").mkdir(parents=True)
+    with zipfile.ZipFile(snapshot / "data" / "TSH_videos.zip", "w") as archive:
+        archive.writestr("VidHalluc/data/TSH/t9.mp4", b"video")
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **k: calls.append((a, k)) or str(snapshot))
+    for _ in range(2):
+        vidhalluc.ensure_videos("TSH", "t9", str(root))
+    assert calls == [(("chaoyuli/VidHalluc",), {"repo_type": "dataset", "allow_patterns": ["*TSH_videos.zip"]})]
+    assert vidhalluc.find_video("t9", "TSH", str(root)) == str(root / "TSH/VidHalluc/data/TSH/t9.mp4")
 
 
 def test_loglikelihood_metrics_equal_the_hand_computed_values(sweep):

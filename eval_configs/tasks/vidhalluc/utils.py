@@ -8,6 +8,10 @@ eval/evaluation/eval_{bqa,mcq,tsh}.py):
   text the answer contains (any case), must be exactly the correct letters;
 - temporal sequence: the answer is read as "AB", "BA", "A", "B" or "None" by the kit's rules and must equal "AB" / "BA".
 
+The json files are objects keyed by index, which `datasets`' json reader turns into columns (one row, or one row per
+list item, depending on the file's size and shape), so the tasks read them as text and parse them here. The videos
+are the hub's data/ACH_videos.zip and data/TSH_videos.zip, downloaded and unpacked on first use.
+
 Example:
     >>> docs = [{"question_id": "0/0", "answer": "Yes"}, {"question_id": "0/0", "answer": "No"}]
     >>> results = [binaryqa_process_results(d, [a]) for d, a in zip(docs, ["Yes, he is.", "No"])]
@@ -16,11 +20,16 @@ Example:
 """
 
 import functools
+import glob
 import json
 import os
 import re
+import sys
+import zipfile
 
 from datasets import Dataset
+
+HUB = "chaoyuli/VidHalluc"
 
 BINARYQA_PROMPT = " Only answer with a single word 'Yes' or 'No'."  # video_hallu_bqa.py, after the question
 MCQ_PROMPT = " Please select the correct answer (one or more options), only return your answer(s). (e.g., ABCD)"
@@ -30,47 +39,34 @@ BINARY_CHOICES = ["Yes", "No"]
 
 
 def annotations(dataset) -> dict:
-    """The authors' json, {index: entry}, from what `datasets` makes of it: one row whose columns are the indexes
-    (a top-level object), or one row per entry with an `index` column. Struct fields that Arrow filled with None
-    where an entry lacks them are dropped; fields it stored as JSON text are parsed."""
-    rows = list(dataset)
-    if "index" in dataset.column_names:
-        return {str(row.pop("index")): _plain(row) for row in rows}
-    return {key: _plain(value) for row in rows for key, value in row.items() if value is not None}
+    """The authors' json, {index: entry}, from the text lines lmms-eval read (the `text` column, in file order)."""
+    return json.loads("\n".join(dataset["text"]))
 
 
-def _plain(value):
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return value
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
+def _documents(rows: list[dict], part: str):
+    if rows:
+        ensure_videos(part, rows[0]["clip"])
+    return Dataset.from_list(rows)
 
 
 def binaryqa_process_docs(dataset):
     """ach_binaryqa.json, {index: [{"q": question, "a": {clip: "Yes" / "No"}}]}: one document per (question, clip)."""
-    return Dataset.from_list([{"question_id": f"{index}/{i}", "clip": clip, "question": entry["q"], "answer": answer}
-                              for index, entries in annotations(dataset).items()
-                              for i, entry in enumerate(entries) for clip, answer in entry["a"].items()])
+    return _documents([{"question_id": f"{index}/{i}", "clip": clip, "question": entry["q"], "answer": answer}
+                       for index, entries in annotations(dataset).items()
+                       for i, entry in enumerate(entries) for clip, answer in entry["a"].items()], "ACH")
 
 
 def mcq_process_docs(dataset):
     """ach_mcq.json, {index: {clip: {"Question", "Choices": {letter: text}, "Correct Answer"}}}: one document per clip."""
-    return Dataset.from_list([{"index": index, "clip": clip, "question": entry["Question"],
-                               "letters": list(entry["Choices"]), "options": list(entry["Choices"].values()),
-                               "answer": entry["Correct Answer"]}
-                              for index, clips in annotations(dataset).items() for clip, entry in clips.items()])
+    return _documents([{"index": index, "clip": clip, "question": entry["Question"], "letters": list(entry["Choices"]),
+                        "options": list(entry["Choices"].values()), "answer": entry["Correct Answer"]}
+                       for index, clips in annotations(dataset).items() for clip, entry in clips.items()], "ACH")
 
 
 def tsh_process_docs(dataset):
     """tsh.json, {index: {"video", "Question", "Correct Answer": "AB" / "BA"}}: one document per entry."""
-    return Dataset.from_list([{"index": index, "clip": entry["video"], "question": entry["Question"],
-                               "answer": entry["Correct Answer"]} for index, entry in annotations(dataset).items()])
+    return _documents([{"index": index, "clip": entry["video"], "question": entry["Question"],
+                        "answer": entry["Correct Answer"]} for index, entry in annotations(dataset).items()], "TSH")
 
 
 def videos_folder() -> str:
@@ -90,12 +86,36 @@ def _video_index(root: str) -> dict:
 
 
 def find_video(name: str, part: str, root: str | None = None) -> str:
-    """<name>.mp4 under root, in a folder named `part` (ACH, TSH) if several; where it should be if nowhere."""
+    """<name>.mp4 under root, in a folder named `part` (ACH, TSH) if several; where it should be if nowhere (pnd then
+    reports the document and scores its empty answer, as the kit scores a clip it has no answer for)."""
     root = root or videos_folder()
     file = name if name.endswith(".mp4") else f"{name}.mp4"
     found = _video_index(root).get(file, [])
     preferred = [path for path in found if part in os.path.relpath(path, root).split(os.sep)[:-1]]
     return (preferred or found or [os.path.join(root, part, file)])[0]
+
+
+def ensure_videos(part: str, clip: str, root: str | None = None) -> None:
+    """Where `clip` is not under root: download the hub's <part>_videos.zip and unpack it into root/<part>, once
+    (a file lock keeps processes launched together from doing it twice)."""
+    from filelock import FileLock
+
+    root = root or videos_folder()
+    if os.path.exists(find_video(clip, part, root)):
+        return
+    os.makedirs(root, exist_ok=True)
+    with FileLock(os.path.join(root, f".{part}_videos.lock")):
+        _video_index.cache_clear()
+        if os.path.exists(find_video(clip, part, root)):
+            return
+        from huggingface_hub import snapshot_download
+
+        print(f"vidhalluc: downloading {HUB}'s {part}_videos.zip and unpacking it into {root}/{part}", file=sys.stderr)
+        snapshot = snapshot_download(HUB, repo_type="dataset", allow_patterns=[f"*{part}_videos.zip"])
+        for archive in glob.glob(os.path.join(snapshot, "**", f"{part}_videos.zip"), recursive=True):
+            with zipfile.ZipFile(archive) as opened:
+                opened.extractall(os.path.join(root, part))
+        _video_index.cache_clear()
 
 
 def vidhalluc_doc_to_visual(doc, lmms_eval_specific_kwargs):
