@@ -70,7 +70,7 @@ def tsh_process_docs(dataset):
 
 
 def videos_folder() -> str:
-    """$VIDHALLUC_VIDEOS, default $HF_HOME/vidhalluc (where lmms-eval unzips the hub's data/*_videos.zip)."""
+    """$VIDHALLUC_VIDEOS, default $HF_HOME/vidhalluc (where ensure_videos unpacks the hub's data/<part>_videos.zip)."""
     home = os.path.expanduser(os.environ.get("HF_HOME", "~/.cache/huggingface"))
     return os.environ.get("VIDHALLUC_VIDEOS", os.path.join(home, "vidhalluc"))
 
