@@ -12,6 +12,8 @@ Example:
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import NamedTuple
 
 import torch
@@ -30,9 +32,10 @@ TRANSFORMERS_CHECKED = ">=5.23,<5.24"  # the releases these calls were read and 
 
 __all__ = ["TRANSFORMERS_CHECKED", "IndexedState", "RecurrentState", "attention_implementation", "cache_from_layers",
            "cache_layer_types",
-           "compiles_decoding", "encode_visual_inputs", "generation_config", "has_recurrent_layers", "layer_states",
-           "map_states", "position_ids_for_generation", "register_sdpa_attention", "repair_video_features", "sdpa_attention_forward",
-           "set_attention_implementation", "set_layer_state"]
+           "compiles_decoding", "encode_visual_inputs", "generation_config", "has_recurrent_layers", "indexer_keys",
+           "layer_states", "map_states", "mask_indexer_keys", "position_ids_for_generation", "register_sdpa_attention",
+           "repair_video_features", "sdpa_attention_forward", "set_attention_implementation", "set_layer_state",
+           "unmask_indexer_keys"]
 
 
 def generation_config(model, kwargs: dict):
@@ -92,8 +95,9 @@ class RecurrentState(NamedTuple):
 
 
 class IndexedState(NamedTuple):
-    """What an indexed (sparse) attention layer (`DynamicIndexedLayer`) holds for its rows: keys and values, the
-    indexer's keys, and the indexer's position ids if the model stores them there (Qwen4). Every tensor is laid out as
+    """What an indexed (sparse) attention layer (`DynamicIndexedLayer`; MiniMax-M3's `MiniMaxM3VLSparseCacheLayer`)
+    holds for its rows: keys and values, the indexer's keys, and the indexer's position ids if the model stores them
+    there (Qwen4). Every tensor is laid out as
     keys are, (batch, 1 or heads, slots, dim), so that slot operations treat all alike."""
 
     keys: torch.Tensor
@@ -126,6 +130,8 @@ def layer_states(cache) -> list:
             indices = range(layer.number_of_states)
             states.append(RecurrentState(tuple(layer.conv_states[i] for i in indices),
                                          tuple(layer.recurrent_states[i] for i in indices)))
+        elif _slot_indexed(layer):
+            states.append(IndexedState(layer.keys, layer.values, layer.idx_keys, None))
         elif isinstance(layer, DynamicIndexedLayer):
             positions = layer.indexer_position_ids
             states.append(IndexedState(
@@ -141,12 +147,20 @@ def set_layer_state(layer, state) -> None:
     if isinstance(state, RecurrentState):
         for index, (conv, recurrent) in enumerate(zip(*state)):
             layer.conv_states[index], layer.recurrent_states[index] = conv, recurrent
+    elif isinstance(state, IndexedState) and _slot_indexed(layer):
+        layer.keys, layer.values, layer.idx_keys = state.keys, state.values, state.indexer_keys
     elif isinstance(state, IndexedState):
         layer.keys, layer.values = state.keys, state.values
         layer.indexer_keys = None if state.indexer_keys is None else state.indexer_keys[:, 0]
         layer.indexer_position_ids = _indexer_position_ids(state)
     else:
         layer.keys, layer.values = state
+
+
+def _slot_indexed(layer) -> bool:
+    """Whether `layer` is MiniMax-M3's sparse cache layer (`MiniMaxM3VLSparseCacheLayer`): keys, values and the
+    indexer's keys `idx_keys`, already laid out as keys are, (batch, 1, slots, dim)."""
+    return isinstance(layer, DynamicLayer) and hasattr(layer, "idx_keys")
 
 
 def _indexer_position_ids(state: IndexedState) -> torch.Tensor | None:
@@ -187,7 +201,10 @@ def cache_from_layers(config, layers=None, keep_all: bool = False) -> DynamicCac
                     layer.update_recurrent_state(recurrent, state_idx=index)
         elif state[0] is not None:
             layer.update(*state[:2])
-            if isinstance(state, IndexedState):
+            if isinstance(state, IndexedState) and _slot_indexed(layer):
+                if state.indexer_keys is not None:
+                    layer.update_index(state.indexer_keys)
+            elif isinstance(state, IndexedState):
                 if state.indexer_keys is not None:
                     layer.update_indexer(state.indexer_keys[:, 0])
                 layer.indexer_position_ids = _indexer_position_ids(state)
@@ -208,3 +225,79 @@ def register_sdpa_attention(name: str, function) -> None:
     """Register `function` as attention implementation `name`, with SDPA's own attention masks."""
     AttentionInterface.register(name, function)
     AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+
+
+_INDEXER_KEYS: ContextVar[torch.Tensor] = ContextVar("pnd_indexer_keys")  # (rows, slots) bool: the keys an indexer
+# may choose among in this thread's forward; unset: the model's own indexer
+
+
+@contextmanager
+def indexer_keys(keys: torch.Tensor):
+    """Within this context (this thread's), MiniMax-M3's indexers (once `mask_indexer_keys` was called on the model)
+    choose among the keys that `keys` (rows, slots: the forward's 2D attention mask) marks, as its attention sees
+    them; outside it, and in code torch.compile traces, they run as transformers wrote them."""
+    token = _INDEXER_KEYS.set(keys.bool())
+    try:
+        yield
+    finally:
+        _INDEXER_KEYS.reset(token)
+
+
+def _indexers(model) -> list:
+    return [module for module in model.modules() if type(module).__name__ == "MiniMaxM3VLIndexer"]
+
+
+def mask_indexer_keys(model) -> None:
+    """Make each MiniMax-M3 indexer of `model` honour `indexer_keys` (idempotent; `unmask_indexer_keys` undoes it).
+
+    transformers' `MiniMaxM3VLIndexer.forward` scores every cache slot up to the query's position: a masked slot's key
+    (a visual token the prior hides) would still win a block of the top-k. Its forward is repeated here with one change,
+    the scores of keys outside `indexer_keys` set to -inf before the blocks are pooled (the TODO of transformers 5.23's
+    indexer, step 3). An instance attribute, so other models and plain calls are untouched.
+    """
+    for indexer in _indexers(model):
+        if "forward" not in vars(indexer):
+            indexer.forward = functools.partial(_masked_indexer_forward, indexer)
+
+
+def unmask_indexer_keys(model) -> None:
+    """Undo `mask_indexer_keys`."""
+    for indexer in _indexers(model):
+        vars(indexer).pop("forward", None)
+
+
+def _masked_indexer_forward(indexer, hidden_states, position_embeddings, past_key_values, position_ids):
+    """`MiniMaxM3VLIndexer.forward` (transformers 5.23), its scores restricted to `indexer_keys`."""
+    keys = None if torch.compiler.is_compiling() else _INDEXER_KEYS.get(None)
+    if keys is None:
+        return type(indexer).forward(indexer, hidden_states, position_embeddings, past_key_values, position_ids)
+    from transformers.models.minimax_m3_vl.modeling_minimax_m3_vl import apply_rotary_pos_emb
+
+    batch, q_len, _ = hidden_states.shape
+    idx_q = indexer.q_norm(indexer.q_proj(hidden_states).view(batch, q_len, -1, indexer.head_dim)).transpose(1, 2)
+    idx_k = indexer.k_norm(indexer.k_proj(hidden_states).view(batch, q_len, 1, indexer.head_dim)).transpose(1, 2)
+    cos, sin = position_embeddings
+    idx_q, idx_k = apply_rotary_pos_emb(idx_q, idx_k, cos[..., : indexer.head_dim], sin[..., : indexer.head_dim])
+    if past_key_values is not None:
+        idx_k = past_key_values.layers[indexer.layer_idx].update_index(idx_k)
+    k_len = idx_k.shape[2]
+    if keys.shape != (batch, k_len):
+        raise RuntimeError(f"pnd: the indexer's key mask has shape {tuple(keys.shape)}, its keys {(batch, k_len)}.")
+    num_key_blocks = -(-k_len // indexer.block_size)
+    pad = num_key_blocks * indexer.block_size - k_len
+    scores = torch.matmul(idx_q.float(), idx_k.float().transpose(-1, -2))
+    k_positions = torch.arange(k_len, device=idx_q.device)
+    token_future = k_positions[None, None, None, :] > position_ids[:, None, :, None]
+    hidden = ~keys.to(idx_q.device)[:, None, None, :]  # the one change: keys the attention does not see
+    scores = scores.masked_fill(token_future | hidden, float("-inf"))
+    if pad:
+        scores = torch.nn.functional.pad(scores, (0, pad), value=float("-inf"))
+    block_scores = scores.view(batch, indexer.num_heads, q_len, num_key_blocks, indexer.block_size).amax(dim=-1)
+    q_block = position_ids // indexer.block_size
+    if indexer.local_blocks > 0:
+        local = torch.arange(indexer.local_blocks, device=idx_q.device)
+        local_idx = (q_block[..., None] - local.view(1, 1, -1)).clamp(min=0)
+        local_idx = local_idx.unsqueeze(1).expand(-1, indexer.num_heads, -1, -1)
+        block_scores.scatter_(-1, local_idx, float("inf"))
+    topk_scores, topk_indices = block_scores.topk(min(indexer.topk_blocks, num_key_blocks), dim=-1)
+    return topk_indices.masked_fill(topk_scores == float("-inf"), -1)

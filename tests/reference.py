@@ -11,6 +11,8 @@ The expansion is read here with a plain loop over the tokens, and `processor_exp
 processor's own record of its replacements: tests check the two (and pnd's adapters) agree.
 """
 
+import contextlib
+import functools
 import inspect
 import re
 
@@ -35,8 +37,9 @@ DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "gl
              "qwen3_5_moe": QWEN3_VL, "glm46v": GLM4V, "cosmos3_omni": QWEN3_VL, "cohere_compass": QWEN3_VL,
              "qwen4_exp": QWEN3_VL}
 # layer_types where masking is not removal: recurrent layers (Qwen3.5, LFM2, Nemotron-H's Mamba-2, GLM-5-next's KDA)
-# and indexed attention (an indexer picks keys before any mask applies: GLM-5-next, Qwen4)
-REMOVED_LAYER_TYPES = ("linear_attention", "conv", "indexed_attention")
+# and indexed attention (an indexer picks keys before any mask applies: GLM-5-next, Qwen4; MiniMax-M3, whose indexer
+# pools keys by position here: `position_binned_indexers`)
+REMOVED_LAYER_TYPES = ("linear_attention", "conv", "indexed_attention", "minimax_m3_sparse")
 
 
 def is_hybrid(model):
@@ -96,6 +99,8 @@ TEXT_EXPANDED = {
     "step3p7": r"(?:<patch_start>(?:<im_patch>)+<patch_end>(?:<patch_newline>)?)*<im_start>(?:<im_patch>)+<im_end>",
     "minicpmv4_7": _MINICPMV,
     "nemotron_h_omni": rf"{_NEMOTRON_TUBELET}(?:\n{_NEMOTRON_TUBELET})*|<img>(?:<image>)+</img>",
+    "minimax_m3_vl": r"(?:(?:\]<\][0-9.]+ seconds\[>\[)?\]<\]start of image\[>\[(?:\]<\](?:image|video)\[>\[)+"
+                     r"\]<\]end of image\[>\[)+",
     "glm5_next": r"(?:<\|begin_of_image\|>(?:<\|image\|>)+<\|end_of_image\|>[0-9.]+ seconds)+|(?:<\|image\|>)+",
 }
 
@@ -263,9 +268,69 @@ def kept_tokens_forward(model, sequence, kept, positions, **kwargs):
         ids[row, width - n :], mask[row, width - n :] = sequence[row, kept[row]], 1
         compact[..., row, width - n :] = positions[..., row, kept[row]]
         slots[row, width - n :] = kept[row].nonzero().flatten()
-    out = model(input_ids=ids, attention_mask=_window_masks(model, mask, slots), position_ids=compact,
-                **{"use_cache": False, **kwargs})
+    with position_binned_indexers(model, compact, mask.bool()):
+        out = model(input_ids=ids, attention_mask=_window_masks(model, mask, slots), position_ids=compact,
+                    **{"use_cache": False, **kwargs})
     return out, mask.bool()
+
+
+@contextlib.contextmanager
+def position_binned_indexers(model, positions, valid):
+    """MiniMax-M3's sparse layers for a cache-free forward on the kept tokens alone (keys = the call's tokens, at
+    `positions` (batch, S), `valid` (batch, S) the non-padding ones), as its indexer's TODO describes them for a
+    content-relative run: key blocks are bins of positions (`position // block_size`), not runs of slots; only valid
+    keys at or before the query's position are scored; each block's score is its best key's, the query's own and
+    `index_local_blocks - 1` blocks before it always kept, and the top `index_topk_blocks` blocks chosen. Attention
+    then sees the valid, causal keys of the chosen blocks. Written from the indexer's description, not from pnd."""
+    indexers = [m for m in model.modules() if type(m).__name__ == "MiniMaxM3VLIndexer"]
+    if not indexers:
+        yield
+        return
+    from transformers.models.minimax_m3_vl.modeling_minimax_m3_vl import apply_rotary_pos_emb
+
+    seen = valid[:, None, :] & (positions[:, None, :] <= positions[:, :, None])  # (batch, queries, keys)
+
+    def select(indexer, hidden_states, position_embeddings, past_key_values, position_ids):
+        assert torch.equal(position_ids, positions)
+        batch, length, _ = hidden_states.shape
+        q = indexer.q_norm(indexer.q_proj(hidden_states).view(batch, length, -1, indexer.head_dim)).transpose(1, 2)
+        k = indexer.k_norm(indexer.k_proj(hidden_states).view(batch, length, 1, indexer.head_dim)).transpose(1, 2)
+        cos, sin = position_embeddings
+        q, k = apply_rotary_pos_emb(q, k, cos[..., : indexer.head_dim], sin[..., : indexer.head_dim])
+        if past_key_values is not None:  # a fresh cache (tests compare its indexer keys): this call's keys only
+            assert past_key_values.layers[indexer.layer_idx].update_index(k).shape[2] == length
+        scores = (q.float() @ k.float().transpose(-1, -2)).masked_fill(~seen[:, None], -torch.inf)
+        blocks = int(positions.max()) // indexer.block_size + 1
+        bins = (positions // indexer.block_size)[:, None, None, :].expand_as(scores)
+        pooled = scores.new_full((*scores.shape[:-1], blocks), -torch.inf).scatter_reduce(-1, bins, scores, "amax")
+        own = positions // indexer.block_size
+        for back in range(indexer.local_blocks):
+            local = (own - back).clamp(min=0)[:, None, :, None].expand(-1, pooled.shape[1], -1, 1)
+            pooled.scatter_(-1, local, torch.inf)
+        best, chosen = pooled.topk(min(indexer.topk_blocks, blocks), dim=-1)
+        return chosen.masked_fill(best == -torch.inf, -1)
+
+    def block_mask(indexer, chosen, attention_mask, key_length, dtype, device, position_ids):
+        blocks = int(positions.max()) // indexer.block_size + 1
+        picked = torch.zeros(*chosen.shape[:-1], blocks + 1, dtype=torch.bool)
+        picked.scatter_(-1, chosen.masked_fill(chosen < 0, blocks), True)
+        bins = (positions // indexer.block_size)[:, None, None, :].expand(*chosen.shape[:-1], -1)
+        keep = picked.gather(-1, bins) & seen[:, None]  # (batch, indexer heads, queries, keys)
+        keep = keep.repeat_interleave(model.config.get_text_config(decoder=True).num_attention_heads // keep.shape[1], 1)
+        return torch.zeros(keep.shape, dtype=dtype).masked_fill(~keep, torch.finfo(dtype).min)
+
+    before = [dict(vars(indexer)) for indexer in indexers]  # pnd's own forward, where pnd.attach put one
+    for indexer in indexers:
+        indexer.forward = functools.partial(select, indexer)
+        indexer.build_block_mask = functools.partial(block_mask, indexer)
+    try:
+        yield
+    finally:
+        for indexer, attributes in zip(indexers, before):
+            for name in ("forward", "build_block_mask"):
+                vars(indexer).pop(name)
+                if name in attributes:
+                    setattr(indexer, name, attributes[name])
 
 
 def _window_masks(model, mask, slots):

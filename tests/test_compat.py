@@ -1,6 +1,7 @@
 """Every private transformers API that pnd uses lives in `pnd/_compat.py`, exists in the installed transformers
 with the arguments pnd passes, and does what pnd relies on (checked against public behaviour)."""
 
+import contextlib
 import inspect
 import re
 from pathlib import Path
@@ -145,6 +146,45 @@ def test_multi_state_and_indexed_layer_states_round_trip_through_a_cache():
     for mine, theirs in zip(read, copied):
         _compat.map_states(lambda a, b: torch.testing.assert_close(a, b, rtol=0, atol=0), mine, theirs)
     assert torch.equal(indexed.indexer_positions[..., 0].transpose(0, 1), cache.layers[1].indexer_position_ids)
+
+
+def test_minimax_indexed_layer_states_round_trip_and_the_masked_indexer_is_transformers_own():
+    """MiniMax-M3's sparse cache layer (keys, values, the indexer's keys `idx_keys`) reads and writes as an
+    `IndexedState`; pnd's copy of its indexer's forward (`mask_indexer_keys`) returns transformers' own block choice
+    when every key is kept, with and without a cache, and runs transformers' own outside `indexer_keys`."""
+    model, processor = pnd.testing.tiny_model("minimax_m3_vl")
+    inputs = pnd.testing.tiny_inputs(processor, "minimax_m3_vl")
+    with torch.no_grad():
+        cache = model(**inputs, use_cache=True).past_key_values
+    read = _compat.layer_states(cache)
+    assert isinstance(read[0], _compat.IndexedState) and read[0].indexer_keys.shape[:3] == (1, 1, read[0].keys.shape[2])
+    assert not isinstance(read[1], _compat.IndexedState)  # the full-attention layer between them
+    copied = _compat.cache_from_layers(model.config.get_text_config(decoder=True), read)
+    for mine, theirs in zip(read, _compat.layer_states(copied)):
+        _compat.map_states(lambda a, b: torch.testing.assert_close(a, b, rtol=0, atol=0), mine, theirs)
+    indexer = model.model.language_model.layers[2].self_attn.indexer
+    slots = read[0].keys.shape[2]
+    _compat.mask_indexer_keys(model)
+    try:
+        for past, first, queries in ((False, 0, 16), (True, slots, 5)):  # a prefill of 16 tokens; 5 after the cache
+            hidden = torch.randn(2, queries, model.config.text_config.hidden_size)
+            positions = torch.arange(first, first + queries).expand(2, -1)
+            rotary = model.model.language_model.rotary_emb(hidden, positions)
+
+            def run(keys):
+                layers = _compat.cache_from_layers(model.config.get_text_config(decoder=True), [
+                    _compat.map_states(lambda t: t.expand(2, *t.shape[1:]), state) for state in read])
+                with _compat.indexer_keys(keys) if keys is not None else contextlib.nullcontext():
+                    return indexer(hidden, rotary, layers if past else None, positions)
+
+            own, length = run(None), first + queries
+            assert torch.equal(run(torch.ones(2, length, dtype=torch.bool)), own)
+            hidden_keys = torch.ones(2, length, dtype=torch.bool)
+            hidden_keys[:, 4:12] = False  # two blocks of keys hidden: other blocks win
+            assert not torch.equal(run(hidden_keys), own)
+    finally:
+        _compat.unmask_indexer_keys(model)
+    assert "forward" not in vars(indexer)
 
 
 def test_attention_implementation_follows_the_public_switch():

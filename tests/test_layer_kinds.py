@@ -14,13 +14,14 @@ import pytest
 import torch
 
 import pnd
-from pnd._compat import layer_states, map_states, set_layer_state
+from pnd._compat import IndexedState, layer_states, map_states, set_layer_state
 from pnd.architectures.layers import LAYER_KINDS, layer_plan
 from pnd.decoding.cache import PairedCache
-from pnd.testing import TINY_ARCHITECTURES, tiny_inputs, tiny_model
+from pnd.io.prompts import video_prompt
+from pnd.testing import TINY_ARCHITECTURES, random_video, tiny_inputs, tiny_model
 
 from helpers import PROMPTS
-from reference import greedy
+from reference import conditioned_positions, forced_scores, greedy, kept_tokens_forward, visual_positions
 
 STEPS = 6
 
@@ -41,8 +42,8 @@ def test_an_unknown_layer_type_is_refused_with_its_name():
 
 
 def test_a_refused_layer_kind_says_why():
-    config = tiny_model("minimax_m3_vl")[0].config.get_text_config(decoder=True)
-    with pytest.raises(ValueError, match=r"'minimax_m3_sparse' \(layer 0 of minimax_m3_vl_text\): its indexer anchors"):
+    config = tiny_model("llama4")[0].config.get_text_config(decoder=True)
+    with pytest.raises(ValueError, match=r"'chunked_attention' \(layer 0 of llama4_text\): chunked attention splits"):
         layer_plan(config)
 
 
@@ -102,3 +103,247 @@ def test_beam_search_fails_when_a_layer_kind_keeps_stale_prior_rows(monkeypatch,
     wrong = model.generate(**inputs, **kwargs)
     assert not torch.equal(right.sequences, wrong.sequences) or not torch.allclose(
         right.sequences_scores, wrong.sequences_scores, atol=1e-3)
+
+
+# MiniMax-M3-VL: block-sparse layers (an indexer picks blocks of 4 slots, 2 per query, its own among them) on both sides
+# of a full-attention layer. Its indexer pools keys into blocks of slots and places the query's block by its position
+# id, so the prior stays in the prompt's slots (= positions) with the visual keys hidden from attention and from the
+# indexer; the reference (`reference.position_binned_indexers`) runs the kept tokens alone, compacted, with key blocks
+# binned by position. transformers' layer differs under left padding, so the batches here are of same-length prompts.
+MINIMAX_PROMPTS = ("Describe the video.", "what colour is the shape?")  # the same length: an unpadded batch
+
+
+def _minimax_inputs(processor, prompts=MINIMAX_PROMPTS, image=False, seed=0):
+    """Processor outputs for one video (with timestamps: `]<]0.0 seconds[>[`) or image per prompt."""
+    texts = [video_prompt(processor, prompt, "image" if image else "video") for prompt in prompts]
+    visuals = [random_video(seed + i) for i in range(len(prompts))]
+    if image:
+        return processor(text=texts, images=[[v[0]] for v in visuals], return_tensors="pt", padding=True)
+    metadata = [{"fps": 2, "total_num_frames": 4, "frames_indices": [0, 1, 2, 3]}] * len(prompts)
+    return processor(text=texts, videos=visuals, video_metadata=metadata, return_tensors="pt", padding=True)
+
+
+@pytest.fixture
+def minimax(tiny):
+    return tiny("minimax_m3_vl")
+
+
+def _eos(model):
+    return [model.generation_config.eos_token_id]
+
+
+@pytest.mark.parametrize("image", [False, True])
+def test_minimax_greedy_matches_the_kept_tokens_reference(minimax, image):
+    """A batch of two prompts: the tokens and scores of the reference, whose prior runs the kept tokens alone with
+    position-binned key blocks. The indexer keeps fewer keys than the prompt has, and the visual span covers whole
+    blocks (video) or shares one with text (image). alpha=0 is plain generate."""
+    model, processor = minimax
+    inputs = _minimax_inputs(processor, image=image)
+    config = model.config.get_text_config(decoder=True)
+    assert config.index_topk_blocks * config.index_block_size < inputs["input_ids"].shape[1] // 2
+    assert config.layer_types == ["minimax_m3_sparse", "full_attention", "minimax_m3_sparse"]
+    assert inputs["attention_mask"].all()
+    tokens, scores = greedy(model, inputs, 0.7, STEPS, banned=_eos(model))
+    out = _normalized_greedy(model, processor, inputs)
+    # still "sdpa": MiniMax-M3 builds its sparse layers' block masks under that name only (under pnd's packed-attention
+    # name, which attach gives models whose prior packs, they would attend densely)
+    assert config._attn_implementation == "sdpa"
+    assert torch.equal(out.sequences[:, -STEPS:], tokens)
+    for got, want in zip(out.scores, scores):
+        finite = torch.isfinite(got)
+        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+    plain, _ = greedy(model, inputs, 0.0, STEPS, banned=_eos(model))
+    assert not torch.equal(plain, tokens)  # the prior moves tokens: the comparison is not vacuous
+    kwargs = dict(max_new_tokens=STEPS, do_sample=False, output_scores=True, return_dict_in_generate=True)
+    zero = model.generate(**inputs, **kwargs, logits_processor=[pnd.PriorNormalized(0.0)])
+    pnd.detach(model)
+    assert not any("forward" in vars(m) for m in model.modules() if type(m).__name__ == "MiniMaxM3VLIndexer")
+    alone = model.generate(**inputs, **kwargs)
+    assert torch.equal(zero.sequences, alone.sequences)
+    assert all(torch.equal(a, b) for a, b in zip(zero.scores, alone.scores))
+
+
+def test_minimax_sampling_scores_are_reference_scores(minimax):
+    model, processor = minimax
+    inputs = _minimax_inputs(processor)
+    torch.manual_seed(3)
+    out = pnd.attach(model, processor).generate(
+        **inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=True, top_k=0, top_p=1.0, temperature=1.0,
+        output_scores=True, return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(0.5)])
+    reference = forced_scores(model, inputs, out.sequences[:, inputs["input_ids"].shape[1]:], 0.5)
+    got = torch.stack(out.scores, 1)
+    finite = torch.isfinite(got)
+    torch.testing.assert_close(got[finite], reference[finite], atol=1e-4, rtol=0)
+
+
+def test_minimax_beam_search_scores_are_reference_normalized_scores(minimax):
+    model, processor = minimax
+    inputs = _minimax_inputs(processor)
+    alpha, prompt_len = 0.6, inputs["input_ids"].shape[1]
+    out = pnd.attach(model, processor).generate(
+        **inputs, max_new_tokens=STEPS, num_beams=3, num_return_sequences=2, length_penalty=1.0, do_sample=False,
+        output_scores=True, return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(alpha)])
+    eos = model.generation_config.eos_token_id
+    for row in range(out.sequences.shape[0]):
+        generated = out.sequences[row, prompt_len:]
+        length = int((generated == eos).nonzero()[0, 0]) + 1 if (generated == eos).any() else len(generated)
+        one = _minimax_inputs(processor, MINIMAX_PROMPTS[row // 2 : row // 2 + 1], seed=row // 2)
+        scores = forced_scores(model, one, generated[None, :length], alpha)[0]
+        total = scores.gather(1, generated[:length, None]).sum()
+        torch.testing.assert_close(out.sequences_scores[row], total / length, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("image", [False, True])
+def test_minimax_fails_when_the_prior_indexer_may_pick_a_visual_key(minimax, monkeypatch, image):
+    """The masked-not-removed mistake: the prior's visual slots masked out of attention but left to the indexer, which
+    then fills top-k blocks with visual keys (video: whole blocks of them; image: a block shared with text, whose
+    score a visual key may set): the prior attends other keys and the scores leave the reference's."""
+    import contextlib
+
+    model, processor = minimax
+    inputs = _minimax_inputs(processor, image=image)
+    tokens, scores = greedy(model, inputs, 0.7, STEPS, banned=_eos(model))
+    for module in (pnd.decoding.prior, pnd.decoding.paired):
+        monkeypatch.setattr(module, "indexer_keys", lambda keys: contextlib.nullcontext())
+    out = _normalized_greedy(model, processor, inputs)
+    gap = max(float((got - want)[torch.isfinite(got)].abs().max()) for got, want in zip(out.scores, scores))
+    assert not torch.equal(out.sequences[:, -STEPS:], tokens) or gap > 0.05
+
+
+def test_minimax_beam_search_fails_when_the_prior_indexer_keys_are_not_reordered(minimax, monkeypatch):
+    """Beam search reorders the prior rows' indexer keys (`idx_keys`) with their keys and values: leaving the indexer
+    keys alone unreordered changes the beams."""
+    model, processor = minimax
+    inputs = _minimax_inputs(processor, MINIMAX_PROMPTS[:1])
+    kwargs = dict(max_new_tokens=STEPS, num_beams=3, do_sample=False, output_scores=True, return_dict_in_generate=True,
+                  logits_processor=[pnd.PriorNormalized(1.0)])
+    right = pnd.attach(model, processor).generate(**inputs, **kwargs)
+    reorder = PairedCache.reorder_cache
+
+    def stale(self, beam_idx):
+        before, n = layer_states(self), self.prior_attends.shape[0] if self.is_paired else 0
+        reorder(self, beam_idx)
+        for layer, old, new in zip(self.layers, before, layer_states(self)):
+            if n and isinstance(new, IndexedState):
+                kept = torch.cat([new.indexer_keys[:n], old.indexer_keys[n:]])
+                set_layer_state(layer, new._replace(indexer_keys=kept))
+
+    monkeypatch.setattr(PairedCache, "reorder_cache", stale)
+    wrong = model.generate(**inputs, **kwargs)
+    assert not torch.equal(right.sequences, wrong.sequences) or not torch.allclose(
+        right.sequences_scores, wrong.sequences_scores, atol=1e-3)
+
+
+def test_minimax_refuses_left_padding_which_transformers_itself_gets_wrong(minimax):
+    """Prompts of different lengths, left-padded: transformers' own generate decodes the shorter prompt differently
+    from the same prompt alone (its indexer's blocks shift with the padding), so pnd refuses such a batch, naming it,
+    before any work (generate, prior_logits, CaptionScorer)."""
+    model, processor = minimax
+    padded = _minimax_inputs(processor, PROMPTS)
+    assert not padded["attention_mask"].all()
+    kwargs = dict(max_new_tokens=4, do_sample=False)
+    together = model.generate(**padded, **kwargs)[:, -4:]
+    alone = [model.generate(**_minimax_inputs(processor, (p,), seed=i), **kwargs)[0, -4:] for i, p in enumerate(PROMPTS)]
+    assert any(not torch.equal(together[i], alone[i]) for i in range(len(PROMPTS)))
+    refusal = r"prompt row\(s\) \[0\] are padded .* 'minimax_m3_sparse' anchor the indexer's key blocks to cache slots"
+    with pytest.raises(ValueError, match=rf"PriorNormalized \(alpha > 0\): {refusal}"):
+        pnd.attach(model, processor).generate(**padded, **kwargs, logits_processor=[pnd.PriorNormalized(0.5)])
+    with pytest.raises(ValueError, match=rf"pnd's prior: {refusal}"):
+        pnd.prior_logits(model, **padded)
+    with pytest.raises(ValueError, match=rf"CaptionScorer: {refusal}"):
+        pnd.CaptionScorer(model, processor).score_prompts(padded, [["a cat"], ["a dog"]])
+    with pytest.raises(ValueError, match=r"prior='text' is not supported on minimax_m3_vl_text"):
+        pnd.prior_logits(model, **_minimax_inputs(processor), mode="text")
+
+
+def test_minimax_paired_cache_moves_the_indexer_keys_and_returns_the_conditioned_rows(minimax):
+    """After the prefill the prior rows hold, at the kept slots, the keys, values and indexer keys of the kept tokens
+    alone (the reference's position-binned forward); batch selection moves both halves of every layer, indexer keys
+    included; generate returns the conditioned rows: a plain forward's cache."""
+    model, processor = minimax
+    inputs = _minimax_inputs(processor)
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    calls = []
+    hook = model.model.language_model.register_forward_pre_hook(lambda m, a, kwargs: calls.append(kwargs),
+                                                                with_kwargs=True)
+    try:
+        out = pnd.attach(model, processor).generate(
+            **inputs, max_new_tokens=3, min_new_tokens=3, do_sample=False, return_dict_in_generate=True,
+            logits_processor=[pnd.PriorNormalized(0.5)])
+    finally:
+        hook.remove()
+    n, length = ids.shape
+    cache = calls[-1]["past_key_values"]
+    kept = ~visual_positions(model, ids)
+    with torch.no_grad():
+        prior, compact = kept_tokens_forward(model, ids, kept, conditioned_positions(model, ids, mask, inputs),
+                                             use_cache=True)
+    states = layer_states(cache)
+    for state, want in zip(states, layer_states(prior.past_key_values)):
+        for got_tensor, want_tensor in zip(state, want):
+            if got_tensor is None:
+                continue
+            torch.testing.assert_close(got_tensor[n:, :, :length].transpose(1, 2)[kept],
+                                       want_tensor.transpose(1, 2)[compact], atol=1e-4, rtol=0)
+    assert sum(isinstance(state, IndexedState) and state.indexer_keys is not None for state in states) == 2
+    before = [list(state) for state in states]
+    cache.batch_select_indices(torch.tensor([1]))
+    for state, then in zip(layer_states(cache), before):
+        for now, old in zip(state, then):
+            assert (now is None) == (old is None) and (now is None or torch.equal(now, old[[1, 3]]))
+    sequence = out.sequences[:, :-1]
+    with torch.no_grad():
+        plain = model(**inputs | {"input_ids": sequence, "attention_mask": torch.ones_like(sequence)},
+                      use_cache=True).past_key_values
+    returned = out.past_key_values
+    assert not isinstance(returned, PairedCache)
+    for got, want in zip(layer_states(returned), layer_states(plain)):
+        assert type(got) is type(want)
+        for got_tensor, want_tensor in zip(got, want):
+            assert (got_tensor is None) == (want_tensor is None)
+            if got_tensor is not None:
+                torch.testing.assert_close(got_tensor, want_tensor, atol=1e-4, rtol=0)
+
+
+def _noise_in_hidden_prior_slots(monkeypatch):
+    """After the prefill, the prior rows' hidden prompt slots (visual) hold large random keys, values and indexer keys
+    instead of pnd's zeros (a zero indexer key scores 0, which rarely beats the best text block)."""
+    add_prior = PairedCache.add_prior
+
+    def noisy(self, prior):
+        add_prior(self, prior)
+        n, length = prior.attends.shape
+        generator = torch.Generator().manual_seed(0)
+
+        def noise(t):
+            rows = t[n:, :, :length]
+            hidden = torch.where(prior.attends[:, None, :, None], rows,
+                                 10 * torch.randn(rows.shape, generator=generator, dtype=rows.dtype))
+            return torch.cat([t[:n], torch.cat([hidden, t[n:, :, length:]], 2)])
+
+        for layer, state in zip(self.layers, layer_states(self)):
+            set_layer_state(layer, map_states(noise, state))
+
+    monkeypatch.setattr(PairedCache, "add_prior", noisy)
+
+
+@pytest.mark.parametrize("image", [False, True])
+def test_minimax_decoding_steps_hide_the_visual_keys_from_the_indexer(minimax, monkeypatch, image):
+    """Whatever the prior rows' visual slots hold, the decoding steps hide them from attention (mask) and from the
+    indexer (`indexer_keys`): the reference's tokens and scores. Without the indexer's key mask in the steps, the
+    indexer picks blocks of those keys over text blocks, and the scores leave the reference's."""
+    import contextlib
+
+    model, processor = minimax
+    inputs = _minimax_inputs(processor, image=image)
+    tokens, scores = greedy(model, inputs, 0.7, STEPS, banned=_eos(model))
+    _noise_in_hidden_prior_slots(monkeypatch)
+    out = _normalized_greedy(model, processor, inputs)
+    assert torch.equal(out.sequences[:, -STEPS:], tokens)
+    for got, want in zip(out.scores, scores):
+        finite = torch.isfinite(got)
+        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+    monkeypatch.setattr(pnd.decoding.paired, "indexer_keys", lambda keys: contextlib.nullcontext())
+    out = _normalized_greedy(model, processor, inputs)
+    gap = max(float((got - want)[torch.isfinite(got)].abs().max()) for got, want in zip(out.scores, scores))
+    assert not torch.equal(out.sequences[:, -STEPS:], tokens) or gap > 0.05

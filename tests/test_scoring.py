@@ -47,6 +47,8 @@ def teacher_forced(model, inputs, prior):
     # through the generic finder
     *((t, "masked", "video") for t in FINDER_VIDEO_ARCHITECTURES),
     *((t, "masked", "image") for t in FINDER_IMAGE_ARCHITECTURES),
+    # slot-anchored sparse layers: the prior in the prompt's slots, the reference on the kept tokens alone
+    *(("minimax_m3_vl", "masked", modality) for modality in ("video", "image")),
 ])
 def test_scores_equal_teacher_forced_forwards(tiny, model_type, prior_mode, modality):
     model, processor = tiny(model_type)

@@ -45,11 +45,14 @@ def prefill_path(architecture: Architecture, model_type: str) -> str:
     """How the prior's prefill runs with the family's default config (docs/design.md §4)."""
     from transformers import AutoConfig
 
-    if layer_plan(AutoConfig.for_model(model_type).get_text_config(decoder=True)).kept_only:
+    plan = layer_plan(AutoConfig.for_model(model_type).get_text_config(decoder=True))
+    if plan.in_slot:
+        return "own call in the prompt's slots, visual keys hidden from the indexers (slot-anchored sparse layers)"
+    if plan.kept_only:
         return "own call on the kept tokens (recurrent or indexed layers)"
     if not architecture.causal_prompt:
         return "own call (bidirectional visual blocks)"
-    return "packed into the conditioned prefill (own call on the kept tokens where a checkpoint's layers are recurrent)"
+    return "packed into the conditioned prefill (own call where a checkpoint's layers are recurrent or sparse)"
 
 
 def status(model_type: str) -> str:

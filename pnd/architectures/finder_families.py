@@ -21,6 +21,9 @@ code. What their processors write besides placeholders (transformers 5.23):
 - GLM-5-next: GLM-4.6V's per-frame `<|begin_of_image|>…<|end_of_image|>` then `t seconds`; a NoPE language model of
   KDA linear attention and indexed sparse attention, so the prior's prefill runs the kept tokens alone
   (`pnd/architectures/layers.py`).
+- MiniMax-M3-VL: per image or group of frames `]<]start of image[>[…]<]end of image[>[` (with a timestamp when given);
+  block-sparse attention whose indexer anchors key blocks to slots, so the prior runs in the prompt's slots with the
+  indexers choosing among the kept keys (`pnd/architectures/layers.py`, `pnd._compat.mask_indexer_keys`).
 - Qwen3-Omni thinker: `<|image_pad|>` / `<|video_pad|>` tokens inside the template's vision start/end pair; M-RoPE
   positions with a time stride from `video_second_per_grid`.
 
@@ -30,8 +33,20 @@ Example:
     True
 """
 
+from .._compat import mask_indexer_keys, unmask_indexer_keys
 from .qwen2_vl import MRoPEArchitecture
 from .registry import Architecture, register
+
+
+class MiniMaxM3Architecture(Architecture):
+    """MiniMax-M3-VL: its sparse layers' indexers take the kept keys from pnd (`pnd._compat.mask_indexer_keys`)."""
+
+    def prepare(self, model) -> None:
+        mask_indexer_keys(model)
+
+    def unprepare(self, model) -> None:
+        unmask_indexer_keys(model)
+
 
 GEMMA4 = register(Architecture(name="Gemma 4", model_types=("gemma4", "gemma4_unified"),
                                pixel_keys=("pixel_values", "pixel_values_videos"), token_inputs=("mm_token_type_ids",),
@@ -61,6 +76,8 @@ HUNYUAN_VL = register(MRoPEArchitecture(name="HunYuan-VL", model_types=("hunyuan
                                         token_inputs=("mm_token_type_ids",), reported=True))
 QWEN3_OMNI = register(MRoPEArchitecture(name="Qwen3-Omni (thinker)", model_types=("qwen3_omni_moe_thinker",),
                                         pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
+MINIMAX_M3_VL = register(MiniMaxM3Architecture(name="MiniMax-M3-VL", model_types=("minimax_m3_vl",),
+                                               pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
 GLM5_NEXT = register(Architecture(name="GLM-5-next", model_types=("glm5_next",),
                                   pixel_keys=("pixel_values", "pixel_values_videos"),
                                   token_inputs=("mm_token_type_ids",), reported=True))

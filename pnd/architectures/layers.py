@@ -34,6 +34,12 @@ class LayerKind:
         rather than in the conditioned prompt's slots with the visual ones masked.
     slot_window: the layer's window counts the conditioned prompt's slots (sliding attention): the prior rows keep
         the conditioned layout.
+    in_slot: an indexer that anchors key blocks to slots and compares slots with position ids (MiniMax-M3): the prior
+        rows keep the conditioned prompt's slots, where slots are positions, and the layer's indexer is given the kept
+        keys (`pnd._compat.indexer_keys`), so that it chooses among them only; the prior's prefill runs the whole
+        prompt in its slots with the visual ones masked.
+    pads: a left-padded batch runs as each prompt alone. False where transformers' own layer differs under left
+        padding (MiniMax-M3's blocks shift with it): pnd then refuses padded prompts.
     packs: the prior's prefill may ride in the conditioned prompt's forward (`pnd/decoding/packed.py`).
     static: pnd's static cache (`PairedStaticCache`) holds it.
     refused: why pnd refuses the layer type, or None.
@@ -43,6 +49,8 @@ class LayerKind:
     state: str | None
     compact: bool = False
     slot_window: bool = False
+    in_slot: bool = False
+    pads: bool = True
     packs: bool = True
     static: bool = True
     refused: str | None = None
@@ -62,9 +70,10 @@ LAYER_KINDS: dict[str, LayerKind] = {
     "chunked_attention": LayerKind(prior="mask", state="kv", refused=(
         "chunked attention splits the sequence into fixed chunks of slots, which the prior's compacted prefill "
         "would shift")),
-    "minimax_m3_sparse": LayerKind(prior="kept", state="indexed", refused=(
-        "its indexer anchors key blocks to cache slots and reads position ids as slots, so the kept tokens at their "
-        "own positions are not a sequence the layer can run (transformers marks its left padding unsupported too)")),
+    # MiniMax-M3's block-sparse attention: its indexer pools keys into blocks of slots and picks blocks by position
+    # ids, so the kept tokens must stay at their slots (= positions), their indexer choosing among the kept keys only;
+    # transformers' own layer differs under left padding (its indexer's TODO)
+    "minimax_m3_sparse": LayerKind(prior="kept", state="indexed", in_slot=True, pads=False, packs=False, static=False),
     **dict.fromkeys(("hybrid", "hybrid_sliding"), LayerKind(prior="kept", state="recurrent", refused=(
         "one layer holds both a recurrent state and an attention cache, which pnd does not carry yet"))),
 }
@@ -76,6 +85,8 @@ class LayerPlan:
 
     kept_only: some layer sees the kept tokens only: the prior's prefill runs every kept token through every layer.
     compact: the prior rows hold the kept tokens side by side, right-aligned in the prompt's slots.
+    in_slot: the prior's prefill runs the whole prompt in its slots, visual keys hidden from attention and indexers.
+    pads: every layer allows left-padded prompts.
     packs, static: every layer allows the packed prefill / pnd's static cache.
     """
 
@@ -84,6 +95,8 @@ class LayerPlan:
     compact: bool
     packs: bool
     static: bool
+    in_slot: bool = False
+    pads: bool = True
 
 
 def layer_plan(config) -> LayerPlan:
@@ -98,9 +111,27 @@ def layer_plan(config) -> LayerPlan:
                 "that only masked the visual slots there could silently differ from removing them, so pnd refuses. "
                 "Use plain generate, or declare the layer type in pnd/architectures/layers.py (docs/adding-a-family.md).")
     kinds = tuple(LAYER_KINDS[name] for name in types)
-    compact = any(k.compact for k in kinds)
-    if compact and any(k.slot_window for k in kinds):
+    compact, in_slot = any(k.compact for k in kinds), any(k.in_slot for k in kinds)
+    if compact and (in_slot or any(k.slot_window for k in kinds)):
         raise ValueError(f"pnd does not support {config.model_type}: its indexed layers need the prior's tokens side "
-                         "by side and its sliding-window layers need them in the prompt's slots.")
+                         "by side and its other layers need them in the prompt's slots.")
+    if in_slot and any(k.prior == "kept" and not k.in_slot for k in kinds):
+        raise ValueError(f"pnd does not support {config.model_type}: its slot-anchored indexers need the whole prompt "
+                         "in its slots, which its recurrent layers must not see.")
     return LayerPlan(kinds, kept_only=any(k.prior == "kept" for k in kinds), compact=compact,
-                     packs=all(k.packs for k in kinds), static=all(k.static for k in kinds))
+                     packs=all(k.packs for k in kinds), static=all(k.static for k in kinds), in_slot=in_slot,
+                     pads=all(k.pads for k in kinds))
+
+
+def check_unpadded(config, attention_mask, where: str) -> None:
+    """A ValueError, naming `where` and the fix, if a layer of `config` does not allow left padding (`LayerKind.pads`)
+    and `attention_mask` pads a prompt."""
+    if attention_mask is None or layer_plan(config).pads or bool(attention_mask.bool().all()):
+        return
+    rows = (~attention_mask.bool().all(-1)).nonzero().flatten().tolist()
+    names = sorted({t for t, k in zip(cache_layer_types(config), layer_plan(config).kinds) if not k.pads})
+    raise ValueError(
+        f"{where}: prompt row(s) {rows} are padded (attention_mask 0), and {config.model_type}'s layer type(s) "
+        f"{', '.join(map(repr, names))} anchor the indexer's key blocks to cache slots, so a padded prompt decodes "
+        "differently from the same prompt alone even in plain transformers. Give every prompt of a batch the same "
+        "length, or run one prompt per call.")

@@ -29,7 +29,6 @@ REFUSED: dict[str, str] = {
     "diffusion_gemma": "block-diffusion decoder: it does not generate left to right, so there is no next-token prior",
     "dots3_note": _layers("indexed sparse attention"),
     "mistral_large4": _layers("indexed sparse attention"),
-    "minimax_m3_vl": _layers("sparse attention"),
     "inkling2": _layers("hybrid, hybrid_sliding"),
     "inkling_mm_model": _layers("hybrid, hybrid_sliding"),
     "unlimited_ocr": _layers("reference_sliding_attention"),

@@ -119,6 +119,10 @@ class Architecture:
     def prepare(self, model) -> None:
         """Make `model` ready for pnd (`attach`, `CaptionScorer`): a repair of a known transformers bug, if any."""
 
+    def unprepare(self, model) -> None:
+        """Undo what `prepare` changed inside the model (`detach`): nothing, unless a family's `prepare` patches a
+        submodule. A repair kept on the model itself is undone with the attributes `attach` added."""
+
     def position_ids(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, **inputs) -> torch.Tensor:
         """The position ids `generate` gives the conditioned pass; `inputs` are the processor's non-pixel outputs."""
         return position_ids_for_generation(model, input_ids, {"attention_mask": attention_mask, **inputs})

@@ -123,9 +123,11 @@ def _packed_mask(attended: torch.Tensor, slots) -> torch.Tensor:
 
 def use_split_attention(model) -> None:
     """Run the language model's attention through `split_attention` if it runs SDPA (plain SDPA outside a packed
-    call). Idempotent, and safe while other threads run the model: it never switches anything back."""
+    call) and its prior may pack (`LayerPlan.packs`). Idempotent, and safe while other threads run the model: it never
+    switches anything back. A model whose prior never packs keeps its name "sdpa": MiniMax-M3 builds its sparse layers'
+    block masks only under that name (under another, its sparse layers would attend densely)."""
     config = model.config.get_text_config(decoder=True)
-    if attention_implementation(config) == "sdpa":
+    if attention_implementation(config) == "sdpa" and layer_plan(config).packs:
         set_attention_implementation(config, _ATTENTION)
 
 

@@ -23,8 +23,9 @@ import functools
 import torch
 from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 
-from .._compat import compiles_decoding, generation_config, layer_states, position_ids_for_generation
+from .._compat import compiles_decoding, generation_config, indexer_keys, layer_states, position_ids_for_generation
 from ..architectures import architecture_for
+from ..architectures.layers import check_unpadded
 from ..architectures.reported import bind_processor
 from ..attachment import Attachment, attachment_of, remove_attachment
 from ..validation import check_conditioned_logits, check_pixels
@@ -121,6 +122,7 @@ def detach(model) -> None:
     for name in attachment.added:
         vars(model).pop(name, None)
     stop_split_attention(model)
+    attachment.architecture.unprepare(model)
     for name, value in attachment.replaced.items():
         setattr(model, name, value)
 
@@ -137,6 +139,8 @@ def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwa
     generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1)
     if needs_prior:
         _refuse_unsupported(config, kwargs)
+        check_unpadded(model.config.get_text_config(decoder=True), kwargs.get("attention_mask"),
+                       "PriorNormalized (alpha > 0)")
         _check_visual_inputs(model, attachment.architecture, args, kwargs)
         kwargs["past_key_values"] = _paired_cache(model, generation, config, args, kwargs)
     if needs_prior and normalizer.prior == "blank":
@@ -335,7 +339,8 @@ def _decode_step(attachment, generation, cache, kwargs):
     prior_positions = positions - cache.prior_position_offset.unsqueeze(-1)
     paired["position_ids"] = torch.cat([positions, prior_positions], dim=batch_dim)
 
-    outputs = (generation.decode_forward or attachment.forward)(**paired)
+    with indexer_keys(paired["attention_mask"]):  # slot-anchored indexers choose among the keys each row sees
+        outputs = (generation.decode_forward or attachment.forward)(**paired)
     logits = outputs.logits
     outputs.logits = outputs.logits[:n]
     for name in ("attentions", "hidden_states"):  # what the user sees describes the conditioned rows only

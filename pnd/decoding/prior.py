@@ -24,9 +24,16 @@ from dataclasses import dataclass
 
 import torch
 
-from .._compat import RecurrentState, cache_from_layers, encode_visual_inputs, layer_states, map_states
+from .._compat import (
+    RecurrentState,
+    cache_from_layers,
+    encode_visual_inputs,
+    indexer_keys,
+    layer_states,
+    map_states,
+)
 from ..architectures import Architecture, architecture_for
-from ..architectures.layers import LAYER_KINDS, layer_plan
+from ..architectures.layers import LAYER_KINDS, check_unpadded, layer_plan
 
 
 @dataclass
@@ -178,6 +185,8 @@ def masked_prefill(
         raise ValueError(f"prior='text' is not supported on {config.model_type} (sliding-window attention): use the "
                          "default prior='masked'.")
     plan = layer_plan(config)
+    if plan.in_slot:
+        return _in_slot_prefill(model, config, input_ids, attention_mask, position_ids, mode)
     # no reuse through layers that see the kept tokens only (a recurrent state sums up the whole prompt), nor from
     # sliding-window layers that hold the window only
     reuse = shared is not None and not plan.kept_only and (
@@ -197,6 +206,29 @@ def masked_prefill(
     ).last_hidden_state
     return assemble_prefill(slots, output_logits(model, hidden[:, -1]), layer_states(cache), position_ids,
                             computed_from=slots.prefix)
+
+
+def _in_slot_prefill(model, config, input_ids, attention_mask, position_ids, mode: str) -> PriorPrefill:
+    """The prior's prefill on a model whose indexers anchor key blocks to slots (`LayerKind.in_slot`, MiniMax-M3): one
+    call on the whole prompt in its slots, at its positions, the visual slots masked out of attention and out of the
+    indexers' choice (`indexer_keys`), so that every kept token sees the kept tokens before it only, as if the visual
+    expansion were absent. The states of the visual slots are dropped (zero, masked)."""
+    if mode == "text":
+        raise ValueError(f"prior='text' is not supported on {config.model_type} (its indexer anchors key blocks to "
+                         "slots, which renumbered positions would no longer match): use the default prior='masked'.")
+    check_unpadded(config, attention_mask, "pnd's prior")
+    slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=False)
+    cache = cache_from_layers(config)
+    with indexer_keys(slots.text):
+        hidden = architecture_for(model).language_model(model)(
+            input_ids=input_ids, attention_mask=slots.text.long(), position_ids=position_ids, past_key_values=cache,
+            use_cache=True).last_hidden_state
+
+    def computed(states):  # the computed tokens' states, in the order `lay_out_prior` expects them
+        return states.gather(2, slots.index[:, None, :, None].expand(-1, states.shape[1], -1, states.shape[-1]))
+
+    layers = [map_states(computed, state) for state in layer_states(cache)]
+    return assemble_prefill(slots, output_logits(model, hidden[:, -1]), layers, position_ids, computed_from=0)
 
 
 def output_embeddings(model) -> torch.nn.Module:

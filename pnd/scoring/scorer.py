@@ -29,11 +29,12 @@ from .._compat import (
     attention_implementation,
     cache_from_layers,
     has_recurrent_layers,
+    indexer_keys,
     layer_states,
     map_states,
 )
 from ..architectures import architecture_for
-from ..architectures.layers import layer_plan
+from ..architectures.layers import check_unpadded, layer_plan
 from ..architectures.reported import bind_processor
 from ..decoding.prior import default_position_ids, masked_prefill, sliding_window
 from ..io.prompts import video_prompt
@@ -267,6 +268,7 @@ class CaptionScorer:
         if any(starts) and has_recurrent_layers(config):
             raise ValueError("These prompts are left-padded, and a recurrent layer's state would take the padding in: "
                              "score them one at a time (score_prompt) on this model.")
+        check_unpadded(config, inputs["attention_mask"], "CaptionScorer")
         out = model(**inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
         check_conditioned_logits(out.logits, "CaptionScorer")
         states = layer_states(cache)
@@ -358,13 +360,10 @@ class CaptionScorer:
                                   [map_states(lambda t: t.expand(n, *t.shape[1:]), state) for state in prefix.layers])
         steps = torch.arange(longest, device=device)
         positions = (prefix.next_positions + steps).expand(*prefix.next_positions.shape[:-2], n, longest)
-        logits = self.model(
-            input_ids=ids,
-            attention_mask=torch.cat([prefix.attends.long().expand(n, -1), mask], 1),
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-        ).logits
+        attention_mask = torch.cat([prefix.attends.long().expand(n, -1), mask], 1)
+        with indexer_keys(attention_mask):  # slot-anchored indexers (MiniMax-M3) choose among the attended keys
+            logits = self.model(input_ids=ids, attention_mask=attention_mask, position_ids=positions,
+                                past_key_values=cache, use_cache=True).logits
         logits = torch.cat([prefix.first_logits.expand(n, 1, -1), logits[:, :-1]], 1).float()
         return torch.log_softmax(logits, -1), ids, mask
 
