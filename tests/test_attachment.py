@@ -9,14 +9,17 @@ from pnd.testing import random_video, tiny_inputs, tiny_model
 
 
 def instance_state(model) -> dict:
-    """The model's own attributes (vars) and its attention implementation: what attach may change."""
+    """The model's own attributes (vars), its attention implementation and its submodules' own methods: what attach
+    may change."""
     config = model.config.get_text_config(decoder=True)
-    return {**vars(model), "attention": config._attn_implementation}
+    patched = tuple(name for name, module in model.named_modules() if "forward" in vars(module))
+    return {**vars(model), "attention": config._attn_implementation, "patched submodules": patched}
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "nemotron_h_omni"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "nemotron_h_omni", "minimax_m3_vl"])
 def test_detach_leaves_no_pnd_attribute_on_the_model(model_type):
-    """nemotron_h_omni: attach also repairs transformers' video features on the instance; detach takes it back."""
+    """nemotron_h_omni: attach also repairs transformers' video features on the instance; minimax_m3_vl: it patches
+    the indexers of its sparse layers. detach takes both back."""
     model, processor = tiny_model(model_type)
     pnd.detach(model)  # tiny_model binds the processor, as attach(model, processor) does: start from a bare model
     before = instance_state(model)

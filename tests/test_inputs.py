@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import pnd
-from pnd.attachment import attachment_of
+from pnd.attachment import is_attached
 from pnd.testing import random_video
 
 
@@ -62,7 +62,7 @@ def test_a_prefill_strategy_in_the_processor_slot_says_to_name_it(tiny):
     model, _ = tiny("llava")
     with pytest.raises(TypeError, match=r"pnd.attach\(model, prefill='own_call'\)"):
         pnd.attach(model, "own_call")
-    assert attachment_of(model) is None
+    assert not is_attached(model)
 
 
 def _nan_video(seed=0):

@@ -258,7 +258,8 @@ class CaptionScorer:
     def _conditioned_prefixes(self, inputs: dict) -> list[Prefix]:
         """The prompts of `inputs` run in one forward call; each row's prefix without its left padding."""
         model = self.model
-        bind_processor(model, self.processor)  # again: a pnd.detach(model) since the last call unbound it
+        architecture_for(model).prepare(model)  # again: a pnd.detach(model) since the last call undid it,
+        bind_processor(model, self.processor)  # with the bound processor
         check_pixels(inputs, architecture_for(model).pixel_keys, "CaptionScorer")
         positions = default_position_ids(model, **inputs)
         config = model.config.get_text_config(decoder=True)
