@@ -152,7 +152,7 @@ def test_own_call_prefill_matches_brute_force(model_type):
 
 @pytest.mark.parametrize("model_type", ["qwen3_vl", "qwen3_5", "internvl", "smolvlm", "video_llama_3", "molmo2",
                                         "glm4v", "video_llava", "perception_lm", "minicpmv4_6",
-                                        "minicpmv4_7", *SAVED_FINDER_VIDEO_ARCHITECTURES])
+                                        "minicpmv4_7", *SAVED_FINDER_VIDEO_ARCHITECTURES, "minimax_m3_vl"])
 def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     """`pnd caption --model FOLDER` on a saved model gives what `model.generate` with PriorNormalized gives here."""
     import json
@@ -168,8 +168,8 @@ def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     model, processor = tiny_model(model_type)
     model.save_pretrained(tmp_path / "model")
     processor.save_pretrained(tmp_path / "model")
-    # Gemma 4's tiny video processor keeps frames at their size, which must be a multiple of its 28-pixel tokens
-    write_video(tmp_path / "v.mp4", random_video(0, frames=8, size=56 if model_type.startswith("gemma4") else 64))
+    # Gemma 4's and MiniMax-M3's tiny video processors keep frames at their size: a multiple of their 28-pixel tokens
+    write_video(tmp_path / "v.mp4", random_video(0, frames=8, size=56 if model_type.startswith(("gemma4", "minimax")) else 64))
     script = pathlib.Path(sys.executable).with_name("pnd")
     subprocess.run([script, "caption", tmp_path / "v.mp4", "--model", tmp_path / "model", "--alpha", "0.5",
                     "--frames", "4", "--max-new-tokens", "6", "--out", tmp_path / "out.jsonl"], check=True,

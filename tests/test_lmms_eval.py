@@ -220,7 +220,8 @@ def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(m
                                               # Cosmos 3 Edge: a saved processor lacks its defaults
                                               *((t, "PndHf") for t in (*FINDER_VIDEO_ARCHITECTURES,
                                                                        *FINDER_IMAGE_ARCHITECTURES)
-                                                if t != "cosmos3_edge")])
+                                                if t != "cosmos3_edge"),
+                                              ("minimax_m3_vl", "PndHf")])
 def test_pnd_model_in_process_equals_the_reference(tmp_path, model_type, name):
     """The same class on a Qwen2-VL checkpoint (M-RoPE positions), and pnd_hf on a Qwen3-VL one (the prior hides
     the whole expansion), a Qwen3.5 one (hybrid: recurrent layers), a Gemma 3 one (sliding-window layers,
