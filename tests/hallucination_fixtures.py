@@ -3,7 +3,8 @@
 The task folders are copied from eval_configs/tasks with the hub / GitHub data sources replaced by the local files
 written here (the utils.py and metric code are the real ones); videos are 4-frame mp4 files where the tasks look
 for them: $HF_HOME/videohallucer/<subset>/videos/, $HF_HOME/eventhallusion/<split>/ and under $HF_HOME/vidhalluc/
-(ACH clips in ACH/, TSH videos one folder deeper: the tasks find them by name and download nothing).
+(ACH clips in ACH/, TSH videos one folder deeper, STH videos in STH/: the tasks find them by name and download
+nothing); a tiny random-weight RoBERTa stands in for VidHalluc's SimCSE judge (tiny_simcse, $PND_SIMCSE_MODEL).
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ VIDHALLUC_TSH = {  # tsh.json: {index: {"video", "Question", "Correct Answer"}}
     "0": {"video": "t0_clip", "Question": "Action A: pour water. Action B: stir the cup. ", "Correct Answer": "AB"},
     "1": {"video": "t1_clip", "Question": "Action A: open the door. Action B: turn on the light. ",
           "Correct Answer": "BA"}}
+
+VIDHALLUC_STH = {  # sth.json: {video: {"Scene change": "Yes" / "No", "Locations": "from ... to ...." / "None"}}
+    "s0_clip": {"Scene change": "Yes", "Locations": "from a kitchen to a busy street."},
+    "s1_clip": {"Scene change": "No", "Locations": "None"},
+    "s2_clip": {"Scene change": "Yes", "Locations": "From a park to a beach."}}
+SIMCSE_SENTENCES = ("the cat sat in the kitchen", "a dog ran on a road", "a red car in the park near the beach")
 
 
 def videohallucer_pairs(subset: str) -> list[dict]:
@@ -82,11 +89,13 @@ def build(root: Path) -> Path:
             write_mp4(home / "eventhallusion" / split / f"{video['id']}.mp4", 4)
     hub = home / "vidhalluc_hub"  # the hub repository's top level: the json files, as the authors' scripts write them
     hub.mkdir()
-    for name, data in [("ach_binaryqa", VIDHALLUC_BINARYQA), ("ach_mcq", VIDHALLUC_MCQ), ("tsh", VIDHALLUC_TSH)]:
+    for name, data in [("ach_binaryqa", VIDHALLUC_BINARYQA), ("ach_mcq", VIDHALLUC_MCQ), ("tsh", VIDHALLUC_TSH),
+                       ("sth", VIDHALLUC_STH)]:
         (hub / f"{name}.json").write_text(json.dumps(data, indent=4))
     ach = {clip for entries in VIDHALLUC_BINARYQA.values() for entry in entries for clip in entry["a"]}
     ach |= {clip for clips in VIDHALLUC_MCQ.values() for clip in clips}
-    for folder, videos in [("ACH", ach), ("TSH_videos/TSH", {entry["video"] for entry in VIDHALLUC_TSH.values()})]:
+    for folder, videos in [("ACH", ach), ("TSH_videos/TSH", {entry["video"] for entry in VIDHALLUC_TSH.values()}),
+                           ("STH", set(VIDHALLUC_STH))]:
         (home / "vidhalluc" / folder).mkdir(parents=True)
         for clip in videos:
             write_mp4(home / "vidhalluc" / folder / f"{clip}.mp4", 4)
@@ -103,4 +112,30 @@ def build(root: Path) -> Path:
             for old, new in replacements:
                 text = text.replace(old, new)
             path.write_text(text)
+    tiny_simcse(root / "simcse")
     return root
+
+
+def tiny_simcse(folder: Path) -> Path:
+    """A tiny random-weight RoBERTa and a locally trained tokenizer that starts each sentence with <s> (as RoBERTa's
+    does: SimCSE pools the first token), saved where AutoModel / AutoTokenizer load them; returns folder."""
+    import torch
+    from tokenizers import processors
+    from transformers import RobertaConfig, RobertaModel
+
+    from pnd.testing import tiny_tokenizer
+
+    places = tuple(place for entry in VIDHALLUC_STH.values() for place in entry["Locations"].split(" to "))
+    tokenizer = tiny_tokenizer(["<s>", "</s>"], vocab_size=400, corpus=places + SIMCSE_SENTENCES)
+    start, end = tokenizer.convert_tokens_to_ids(["<s>", "</s>"])
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", start), ("</s>", end)])
+    tokenizer.model_max_length = 64
+    config = RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=64, max_position_embeddings=72, pad_token_id=tokenizer.pad_token_id,
+                           bos_token_id=start, eos_token_id=end, initializer_range=0.5)  # wide: cosines spread out
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        RobertaModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

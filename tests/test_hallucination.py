@@ -8,6 +8,7 @@ and against the kits' rules re-applied here to the logged answers; the sweep's t
 
 import csv
 import json
+import math
 import re
 import statistics
 import sys
@@ -22,6 +23,7 @@ from hallucination_fixtures import (
     SUBSETS,
     VIDHALLUC_BINARYQA,
     VIDHALLUC_MCQ,
+    VIDHALLUC_STH,
     VIDHALLUC_TSH,
 )
 
@@ -44,7 +46,8 @@ def sweep(tmp_path_factory):
     hallucination_fixtures.build(lmms_eval_fixtures.build(root))
     with pytest.MonkeyPatch.context() as patch:
         for name, value in {"HF_HOME": str(root / "hf_home"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                            "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}.items():
+                            "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
+                            "PND_SIMCSE_MODEL": str(root / "simcse")}.items():
             patch.setenv(name, value)
         assert main(sweep_argv(root)) == 0
         yield root, root / "sweep"
@@ -123,7 +126,8 @@ def test_vidhalluc_reads_the_authors_json_files(tmp_path, monkeypatch, indent):
     import datasets
 
     loaded = {}
-    for name, data in [("ach_binaryqa", VIDHALLUC_BINARYQA), ("ach_mcq", VIDHALLUC_MCQ), ("tsh", VIDHALLUC_TSH)]:
+    for name, data in [("ach_binaryqa", VIDHALLUC_BINARYQA), ("ach_mcq", VIDHALLUC_MCQ), ("tsh", VIDHALLUC_TSH),
+                       ("sth", VIDHALLUC_STH)]:
         (tmp_path / f"{name}.json").write_text(json.dumps(data, indent=indent))
         loaded[name] = datasets.load_dataset("text", data_files=str(tmp_path / f"{name}.json"), split="train",
                                              cache_dir=str(tmp_path / "cache"))
@@ -141,6 +145,90 @@ def test_vidhalluc_reads_the_authors_json_files(tmp_path, monkeypatch, indent):
     tsh = list(vidhalluc.tsh_process_docs(loaded["tsh"]))
     assert [(d["clip"], d["answer"]) for d in tsh] == [("t0_clip", "AB"), ("t1_clip", "BA")]
     assert vidhalluc.tsh_doc_to_text(tsh[0]).startswith("Action A: pour water. Action B: stir the cup. Sort these two")
+    sth = list(vidhalluc.sth_process_docs(loaded["sth"]))
+    assert [(d["clip"], d["scene_change"], d["locations"]) for d in sth] == [
+        ("s0_clip", "Yes", "from a kitchen to a busy street."), ("s1_clip", "No", "None"),
+        ("s2_clip", "Yes", "From a park to a beach.")]
+    assert sth[1]["answer"] == "Scene change: No, Locations: None"
+    assert vidhalluc.sth_doc_to_text(sth[0]) == (  # video_hallu_sth.py's prompt, the same for every video
+        "Watch the given video and determine if a scene change occurs. If no change occurs, respond: 'Scene change: "
+        "No, Locations: None'. If there is a scene change, respond in the format: 'Scene change: Yes, Locations: from "
+        "[location1] to [location2].'")
+
+
+@pytest.mark.parametrize("text, change, locations", [
+    ("Scene change: Yes, Locations: from a kitchen to a street.", "Yes", "from a kitchen to a street."),
+    (" scene change: no, Locations: None\n", "no", "None"),
+    ("Scene change: Yes, there is one, Locations: from A to B.", "Yes", "from A to B."),  # up to the first ","
+    ("Yes, the scene changes.", "Yes", ""), ("Scene change: Yes. Locations: from A to B.", "Yes. Locations: from A to B.", ""),
+    ("There is no scene change.", "There is no scene change.", "")])
+def test_vidhalluc_sth_reads_the_answer_as_the_kit_does(text, change, locations):
+    assert vidhalluc.sth_prediction(text) == (change, locations)
+
+
+def test_vidhalluc_sth_reads_the_places_as_the_kit_does():
+    assert vidhalluc.extract_scenes("From a dark room to the sunny beach. Then more.") == ("a dark room", "the sunny beach")
+    assert vidhalluc.extract_scenes("from a room to a beach") == (None, None)  # no "."
+    assert vidhalluc.extract_scenes("It goes from a room to a beach.") == (None, None)  # not at the start
+
+
+@pytest.fixture(scope="module")
+def simcse_folder(tmp_path_factory):
+    return hallucination_fixtures.tiny_simcse(tmp_path_factory.mktemp("simcse") / "simcse")
+
+
+def simcse_cosine(folder, first, second):
+    """The cosine similarity of the two texts' last hidden states at <s> under the tiny RoBERTa, with torch alone."""
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
+    with torch.no_grad():
+        first, second = (model(**tokenizer(text, return_tensors="pt")).last_hidden_state[0, 0] for text in (first, second))
+    return torch.nn.functional.cosine_similarity(first, second, dim=0).item()
+
+
+def place_score(similarity):
+    """eval_sth.py's calculate_scene_similarity with main()'s low threshold 0.5."""
+    sigmoid = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    return 0.0 if similarity <= 0.5 else (sigmoid(similarity) - sigmoid(0.5)) / (sigmoid(1) - sigmoid(0.5))
+
+
+def mcc(tp, fn, fp, tn):
+    denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return (tp * tn - fp * fn) / denominator if denominator else 0.0
+
+
+def test_vidhalluc_sth_score_equals_the_hand_computed_value(simcse_folder, monkeypatch):
+    """Planted answers: 4 true positives (two described, one undescribable, one without locations), a false negative,
+    a false positive and 2 true negatives; the places compared by the tiny RoBERTa's cosine, computed here."""
+    monkeypatch.setenv("PND_SIMCSE_MODEL", str(simcse_folder))
+    vidhalluc.simcse.cache_clear()
+    kitchen, park = "from a kitchen to a busy street.", "From a park to a beach."
+    planted = [("Yes", kitchen, "Scene change: Yes, Locations: from the kitchen to a road."),
+               ("Yes", park, " scene change: YES, Locations: FROM a park to dog. It is sunny."),
+               ("Yes", kitchen, "Scene change: Yes, Locations: a kitchen, then a street"),  # not "from ... to ...."
+               ("Yes", park, "Scene change: Yes"),  # no locations: scores 0, counted
+               ("Yes", kitchen, "Scene change: No, Locations: None"),
+               ("No", "None", "Scene change: Yes, Locations: from a park to a beach."),  # not described: no "yes" truth
+               ("No", "None", "No scene change."), ("No", "None", "Scene change: No, Locations: None")]
+    items = [vidhalluc.sth_process_results({"scene_change": truth, "locations": locations}, [text])
+             for truth, locations, text in planted]
+    assert {metric for item in items for metric in item} == {"score", "mcc", "classification_score", "description_score"}
+    similarities = [simcse_cosine(simcse_folder, *pair) for pair in [("the kitchen", "a kitchen"),
+                                                                      ("a road", "a busy street"),
+                                                                      ("a park", "a park"), ("dog", "a beach")]]
+    assert similarities[2] == pytest.approx(1.0, abs=1e-6)
+    assert any(s <= 0.5 for s in similarities) and any(0.5 < s < 0.99 for s in similarities)  # both branches taken
+    first, second = place_score(similarities[0]) + place_score(similarities[1]), 1.0 + place_score(similarities[3])
+    assert [item["score"][2] for item in items[:4]] == pytest.approx([first, second, 0.0, 0.0], abs=1e-5)
+    assert [item["score"][2] for item in items[4:]] == [None] * 4
+    classification = ((mcc(tp=4, fn=1, fp=1, tn=2) + 1) / 2) ** 2  # mcc 7/15
+    description = (first + second) / (2 * 4)
+    got = {metric: getattr(vidhalluc, f"sth_{metric}")([item[metric] for item in items])
+           for metric in ("score", "mcc", "classification_score", "description_score")}
+    assert got == pytest.approx({"mcc": 7 / 15, "classification_score": classification, "description_score": description,
+                                 "score": 0.6 * classification + 0.4 * description}, abs=1e-5)
+    assert (vidhalluc.simcse.cache_info().misses, vidhalluc.simcse.cache_info().hits) == (1, 7)  # loaded once, 8 uses
 
 
 def test_vidhalluc_finds_a_clip_by_name_in_its_parts_folder(tmp_path):
@@ -240,7 +328,22 @@ def test_generation_metrics_follow_the_kits_rules(sweep, alpha):
                                  for text, entry in zip(texts["vidhalluc_tsh"], VIDHALLUC_TSH.values())))
     for task, part in zip(texts, parts):
         assert metrics[task]["accuracy,none"] == pytest.approx(part), task
-    assert metrics["vidhalluc"]["accuracy,none"] == pytest.approx(statistics.mean(parts))
+    assert metrics["vidhalluc"]["accuracy,none"] == pytest.approx(statistics.mean(parts))  # scene transition apart
+    counts, described = {}, []  # eval_sth.py: "yes" before ", Locations: "; places compared where both say yes
+    for entry, text in zip(VIDHALLUC_STH.values(), [text_of(s) for s in samples["vidhalluc_sth"]]):
+        head, _, locations = text.strip().partition(", Locations: ")
+        truth, said = entry["Scene change"].lower() == "yes", head.split(": ", 1)[-1].split(",")[0].strip().lower() == "yes"
+        counts[truth, said] = counts.get((truth, said), 0) + 1
+        if truth and said:
+            places = [re.match(r"from (.+?) to (.+?)\.", d, re.IGNORECASE) for d in (locations.strip(), entry["Locations"])]
+            described.append(sum(place_score(simcse_cosine(sweep[0] / "simcse", a.strip(), b.strip()))
+                                 for a, b in zip(places[0].groups(), places[1].groups())) if all(places) else 0.0)
+    classification = ((mcc(*(counts.get(key, 0) for key in [(True, True), (True, False), (False, True), (False, False)])) + 1) / 2) ** 2
+    description = sum(described) / (2 * len(described)) if described else 0.0
+    got = metrics["vidhalluc_sth"]
+    assert got["classification_score,none"] == pytest.approx(classification)
+    assert got["description_score,none"] == pytest.approx(description, abs=1e-5)
+    assert got["score,none"] == pytest.approx(0.6 * classification + 0.4 * description, abs=1e-5)
 
 
 def text_of(sample):

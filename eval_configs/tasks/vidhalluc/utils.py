@@ -1,16 +1,21 @@
-"""VidHalluc for lmms-eval: action (binary QA, multiple choice) and temporal-sequence hallucination questions.
+"""VidHalluc for lmms-eval: action (binary QA, multiple choice), temporal-sequence and scene-transition questions.
 
 Prompts and scoring follow the authors' kit (github.com/Vid-Halluc/VidHalluc, eval/inference/video_hallu_*.py and
-eval/evaluation/eval_{bqa,mcq,tsh}.py):
+eval/evaluation/eval_{bqa,mcq,tsh,sth}.py):
 - binary QA: a question is asked on each clip of a video pair; the answer's text up to the first "." or ","
   must equal the clip's "Yes" / "No" (any case), and a question counts only when every clip's answer is right;
 - multiple choice: the option letters A-D standing alone in the answer (case kept), or else the first option whose
   text the answer contains (any case), must be exactly the correct letters;
-- temporal sequence: the answer is read as "AB", "BA", "A", "B" or "None" by the kit's rules and must equal "AB" / "BA".
+- temporal sequence: the answer is read as "AB", "BA", "A", "B" or "None" by the kit's rules and must equal "AB" / "BA";
+- scene transition: "Scene change: Yes/No" is scored over all videos by the Matthews correlation (as ((mcc + 1) / 2)^2),
+  the "from <place> to <place>." of videos where both say Yes by a SimCSE model's cosine similarity of each place
+  (0 up to 0.5, then sigmoid-scaled to 1), 0.6 and 0.4 of the score. The SimCSE model
+  (princeton-nlp/sup-simcse-roberta-large, or $PND_SIMCSE_MODEL) is loaded with transformers the first time a
+  description is scored.
 
 The json files are objects keyed by index, which `datasets`' json reader turns into columns (one row, or one row per
 list item, depending on the file's size and shape), so the tasks read them as text and parse them here. The videos
-are the hub's data/ACH_videos.zip and data/TSH_videos.zip, downloaded and unpacked on first use.
+are the hub's data/ACH_videos.zip, data/TSH_videos.zip and data/STH_videos.zip, downloaded and unpacked on first use.
 
 Example:
     >>> docs = [{"question_id": "0/0", "answer": "Yes"}, {"question_id": "0/0", "answer": "No"}]
@@ -22,6 +27,7 @@ Example:
 import functools
 import glob
 import json
+import math
 import os
 import re
 import sys
@@ -35,7 +41,12 @@ BINARYQA_PROMPT = " Only answer with a single word 'Yes' or 'No'."  # video_hall
 MCQ_PROMPT = " Please select the correct answer (one or more options), only return your answer(s). (e.g., ABCD)"
 TSH_PROMPT = ("Sort these two actions in the order they occur in the video, and return the order you detect (i.e., AB "
               "or BA). If you only detect one action of these two in the video, return that action.")  # no space before
+STH_PROMPT = ("Watch the given video and determine if a scene change occurs. If no change occurs, respond: 'Scene "
+              "change: No, Locations: None'. If there is a scene change, respond in the format: 'Scene change: Yes, "
+              "Locations: from [location1] to [location2].'")  # video_hallu_sth.py: the whole prompt, no question
 BINARY_CHOICES = ["Yes", "No"]
+SIMCSE_MODEL = "princeton-nlp/sup-simcse-roberta-large"  # eval_sth.py's; $PND_SIMCSE_MODEL overrides it
+SIMILARITY_LOW = 0.5  # eval_sth.py's main() passes similarity_threshold_low=0.5 (its functions default to 0.3)
 
 
 def annotations(dataset) -> dict:
@@ -67,6 +78,15 @@ def tsh_process_docs(dataset):
     """tsh.json, {index: {"video", "Question", "Correct Answer": "AB" / "BA"}}: one document per entry."""
     return _documents([{"index": index, "clip": entry["video"], "question": entry["Question"],
                         "answer": entry["Correct Answer"]} for index, entry in annotations(dataset).items()], "TSH")
+
+
+def sth_process_docs(dataset):
+    """sth.json, {video: {"Scene change": "Yes" / "No", "Locations": "from ... to ...." / "None"}}: one document per
+    video (eval_sth.py reads these two fields; video_hallu_sth.py finds <video>.mp4)."""
+    return _documents([{"index": video, "clip": video, "scene_change": entry["Scene change"],
+                        "locations": entry["Locations"],
+                        "answer": f"Scene change: {entry['Scene change']}, Locations: {entry['Locations']}"}
+                       for video, entry in annotations(dataset).items()], "STH")
 
 
 def videos_folder() -> str:
@@ -136,6 +156,10 @@ def tsh_doc_to_text(doc, lmms_eval_specific_kwargs=None):
     return doc["question"] + TSH_PROMPT
 
 
+def sth_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    return STH_PROMPT
+
+
 def _chosen(results, choices):
     """Generation: the text; loglikelihood: the choice with the lowest loss."""
     if isinstance(results[0], str):
@@ -199,3 +223,109 @@ def tsh_prediction(answer: str) -> str:
 
 def tsh_process_results(doc, results):
     return {"accuracy": float(tsh_prediction(_chosen(results, [])) == doc["answer"])}
+
+
+def sth_prediction(answer: str) -> tuple[str, str]:
+    """eval_sth.py's main(): (scene change, locations) of the stripped answer; the scene change is the text after the
+    first ": " of what precedes ", Locations: ", up to its first ",", and the locations what follows ("" if absent)."""
+    answer = answer.strip()
+    if ", Locations: " in answer:
+        change, locations = answer.split(", Locations: ", 1)
+        return change.split(": ", 1)[-1].split(",")[0].strip(), locations.strip()
+    return answer.split(": ", 1)[-1].split(",")[0].strip(), ""
+
+
+def extract_scenes(description: str) -> tuple[str | None, str | None]:
+    """eval_sth.py: the places of "from <place> to <place>." at the start of the description (any case), or None."""
+    found = re.match(r"from (.+?) to (.+?)\.", description, re.IGNORECASE)
+    return (found.group(1).strip(), found.group(2).strip()) if found else (None, None)
+
+
+def simcse_name() -> str:
+    """$PND_SIMCSE_MODEL (a hub name or a local folder), default eval_sth.py's princeton-nlp/sup-simcse-roberta-large."""
+    return os.environ.get("PND_SIMCSE_MODEL") or SIMCSE_MODEL
+
+
+@functools.lru_cache(maxsize=2)
+def simcse(name: str):
+    """(tokenizer, model) of a SimCSE checkpoint, loaded with transformers once per process and name (on the CPU, in
+    float32, as eval_sth.py runs it)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    print(f"vidhalluc: loading the SimCSE model {name} for the scene-transition descriptions", file=sys.stderr)
+    return AutoTokenizer.from_pretrained(name), AutoModel.from_pretrained(name).eval()
+
+
+def simcse_embedding(sentence: str):
+    """eval_sth.py's get_simcse_embedding: the last hidden state at the first token ([CLS] / <s>), shape (1, hidden)."""
+    import torch
+
+    tokenizer, model = simcse(simcse_name())
+    inputs = tokenizer(sentence, return_tensors="pt", truncation=True)
+    with torch.no_grad():
+        return model(**inputs).last_hidden_state[:, 0, :].float().numpy()
+
+
+def scene_similarity(said: str, truth: str, low: float = SIMILARITY_LOW) -> float:
+    """eval_sth.py's calculate_scene_similarity: the cosine similarity s of the two places' embeddings; 0 if s <= low,
+    else (sigmoid(s) - sigmoid(low)) / (sigmoid(1) - sigmoid(low))."""
+    from sklearn.metrics.pairwise import cosine_similarity
+
+    similarity = float(cosine_similarity(simcse_embedding(said), simcse_embedding(truth))[0][0])
+    if similarity <= low:
+        return 0.0
+    sigmoid = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    return (sigmoid(similarity) - sigmoid(low)) / (sigmoid(1) - sigmoid(low))
+
+
+def description_score(said: str, truth: str) -> float:
+    """eval_sth.py's evaluate_description: the "from" and the "to" places' scores added (0 to 2); 0 where either
+    description does not start "from <place> to <place>." (any case)."""
+    said_from, said_to = extract_scenes(said)
+    truth_from, truth_to = extract_scenes(truth)
+    if not (said_from and said_to and truth_from and truth_to):
+        return 0.0
+    return scene_similarity(said_from, truth_from) + scene_similarity(said_to, truth_to)
+
+
+def sth_process_results(doc, results):
+    """One item for every metric: (scene change is "yes", the answer's is "yes", the description's score or None). The
+    description is scored (out of 2) only where both are "yes"; an empty one scores 0 (eval_sth.py's evaluate_model)."""
+    change, locations = sth_prediction(_chosen(results, []))
+    truth, said = doc["scene_change"].lower() == "yes", change.lower() == "yes"
+    score = None
+    if truth and said:
+        score = description_score(locations, doc["locations"]) if locations and doc["locations"] else 0.0
+    item = (truth, said, score)
+    return {"score": item, "mcc": item, "classification_score": item, "description_score": item}
+
+
+def sth_scores(items) -> dict:
+    """eval_sth.py's evaluate_model: the Matthews correlation of the scene changes (sklearn's, 0 where undefined), the
+    classification score ((mcc + 1) / 2) ** 2, the description score (the scored descriptions' sum over 2 per video
+    where both said "yes"; 0 if none) and the overall score, 0.6 * classification + 0.4 * description."""
+    from sklearn.metrics import matthews_corrcoef
+
+    items = list(items)
+    mcc = float(matthews_corrcoef([int(t) for t, _, _ in items], [int(s) for _, s, _ in items])) if items else 0.0
+    scored = [score for _, _, score in items if score is not None]
+    description = sum(scored) / (2 * len(scored)) if scored else 0.0
+    classification = ((mcc + 1) / 2) ** 2
+    return {"mcc": mcc, "classification_score": classification, "description_score": description,
+            "score": 0.6 * classification + 0.4 * description}
+
+
+def sth_score(items):
+    return sth_scores(items)["score"]
+
+
+def sth_mcc(items):
+    return sth_scores(items)["mcc"]
+
+
+def sth_classification_score(items):
+    return sth_scores(items)["classification_score"]
+
+
+def sth_description_score(items):
+    return sth_scores(items)["description_score"]
