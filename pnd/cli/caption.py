@@ -40,7 +40,7 @@ import torch
 
 from ..decoding.captioning import generate_captions
 from ..decoding.logits_processor import PriorNormalized
-from .inputs import InputsError, Item, VideoFrames, read_inputs
+from .inputs import InputsError, Item, decoded_videos, read_inputs
 from .launch import Launch, add_model_arguments, check_counts, check_model_arguments, load_for_rank
 from .records import PartWriter, RecordsError, file_in_the_way, finished_ids, merge
 from .signals import stopped_by
@@ -160,9 +160,7 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
 
     if not items:
         return
-    loader = torch.utils.data.DataLoader(VideoFrames(items, args.frames, video_of=attrgetter("video")), batch_size=args.batch_size,
-                                         num_workers=args.workers, collate_fn=list)
-    batches = iter(loader)  # the workers start decoding while the model loads
+    batches = decoded_videos(items, args.frames, attrgetter("video"), args.batch_size, args.workers)
     model, processor = load_for_rank(args, args.model or str(DEMO_MODEL), launch)
     if getattr(processor, "video_processor", None) is None:
         fail(f"{model.config.model_type}'s processor takes images only (it has no video processor), and pnd caption "

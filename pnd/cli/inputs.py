@@ -25,7 +25,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -123,7 +123,8 @@ def _rows(path: Path) -> list[dict]:
 
 class VideoFrames(torch.utils.data.Dataset):
     """The frames of each input, read by DataLoader workers: (item, frames, None), or (item, None, the reason) for a
-    video that cannot be read; `video_of(item)` is the item's video path."""
+    video that cannot be read; `video_of(item)` is the item's video path. Frames are a uint8 numpy array: a worker
+    sends it by value through the loader's pipe (`decoded_videos`)."""
 
     def __init__(self, items: list, frames: int, video_of: Callable):
         self.items, self.frames, self.video_of = items, frames, video_of
@@ -134,6 +135,19 @@ class VideoFrames(torch.utils.data.Dataset):
     def __getitem__(self, index):
         item = self.items[index]
         try:
-            return item, read_video(self.video_of(item), self.frames), None
+            return item, read_video(self.video_of(item), self.frames).numpy(), None
         except VideoReadError as error:
             return item, None, str(error)
+
+
+def decoded_videos(items: list, frames: int, video_of: Callable, batch_size: int, workers: int) -> Iterator[list]:
+    """Batches of (item, frames as a tensor or None, the reason or None), in order, decoded by `workers` DataLoader
+    processes, which start at once (while the model loads).
+
+    Workers send numpy arrays, not tensors: a tensor would travel as a file descriptor through multiprocessing's
+    resource sharer, whose thread prints a traceback when a signal stops the run while a worker sends one.
+    """
+    loader = torch.utils.data.DataLoader(VideoFrames(items, frames, video_of), batch_size=batch_size,
+                                         num_workers=workers, collate_fn=list)
+    return ([(item, None if clip is None else torch.from_numpy(clip), error) for item, clip, error in batch]
+            for batch in iter(loader))

@@ -32,7 +32,7 @@ from ..extras import pyplot
 from ..io.video import list_videos
 from ..scoring.ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics, sinkhorn
 from ..validation import check_alpha_and_prior
-from .inputs import VideoFrames
+from .inputs import decoded_videos
 from .launch import Launch, add_model_arguments, check_counts, check_model_arguments, load_for_rank
 from .records import Kind, PartWriter, RecordsError, file_in_the_way, finished_records, merge, read_records
 from .signals import stopped_by
@@ -221,9 +221,8 @@ def score_videos(args, paths: list[Path], ids: list[str], indices: list[int], ro
     from ..scoring.scorer import CaptionScorer
 
     scorer = None
-    loader = torch.utils.data.DataLoader(VideoFrames(indices, args.frames, video_of=paths.__getitem__), batch_size=1,
-                                         num_workers=args.workers if indices else 0, collate_fn=list)
-    for [(i, clip, error)] in tqdm(loader, desc=f"pnd retrieve (rank {launch.rank})", unit="video",
+    videos = decoded_videos(indices, args.frames, paths.__getitem__, 1, args.workers if indices else 0)
+    for [(i, clip, error)] in tqdm(videos, total=len(indices), desc=f"pnd retrieve (rank {launch.rank})", unit="video",
                                    disable=launch.rank != 0 or None):
         if error is not None:
             tqdm.write(f"pnd retrieve: skipped {error}", file=sys.stderr)
