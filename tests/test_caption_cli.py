@@ -158,6 +158,23 @@ def test_a_bad_video_never_stops_the_others(videos, reference, tmp_path, capsys,
     assert [r["caption"] for r in rows] == [reference(str(v), 0.5, max_new_tokens=8) for v in (a, c)]
 
 
+def test_workers_send_frames_by_value_not_through_the_resource_sharer(videos):
+    """A worker sends what `VideoFrames` gives with torch's pickler: a tensor would travel as a file descriptor through
+    the worker's multiprocessing resource sharer, whose thread prints a traceback when a signal stops the run
+    mid-transfer. A numpy array goes by value, and no resource sharer starts."""
+    code = f"""
+import torch.multiprocessing  # torch's reductions, as in a DataLoader worker
+from multiprocessing import resource_sharer
+from multiprocessing.reduction import ForkingPickler
+from pnd.cli.inputs import VideoFrames
+item = VideoFrames([{str(videos / "videos" / "a.mp4")!r}], 4, str)[0]
+ForkingPickler.dumps(item)
+print(type(item[1]).__name__, resource_sharer._resource_sharer._listener is None)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.stdout.split() == ["ndarray", "True"], result.stderr
+
+
 def test_resume_keys_on_the_resolved_path_from_any_folder(videos, tmp_path, monkeypatch, capsys):
     out = tmp_path / "captions.jsonl"
     monkeypatch.chdir(videos)
