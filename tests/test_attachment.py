@@ -1,4 +1,4 @@
-"""docs/design.md §3.9: everything pnd keeps on a model is one object, and `pnd.detach` leaves the model as it was."""
+"""docs/design.md §3.12: everything pnd keeps on a model is one object, and `pnd.detach` leaves the model as it was."""
 
 import pytest
 import torch
