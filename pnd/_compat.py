@@ -227,7 +227,7 @@ def register_sdpa_attention(name: str, function) -> None:
     AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
 
 
-_INDEXER_KEYS: ContextVar[torch.Tensor] = ContextVar("pnd_indexer_keys")  # (rows, slots) bool: the keys an indexer
+_INDEXER_KEYS: ContextVar[torch.Tensor] = ContextVar("pnd_indexer_keys")  # (rows, slots) 0/1: the keys an indexer
 # may choose among in this thread's forward; unset: the model's own indexer
 
 
@@ -236,7 +236,7 @@ def indexer_keys(keys: torch.Tensor):
     """Within this context (this thread's), MiniMax-M3's indexers (once `mask_indexer_keys` was called on the model)
     choose among the keys that `keys` (rows, slots: the forward's 2D attention mask) marks, as its attention sees
     them; outside it, and in code torch.compile traces, they run as transformers wrote them."""
-    token = _INDEXER_KEYS.set(keys.bool())
+    token = _INDEXER_KEYS.set(keys)  # read as bool by the patched indexers only: nothing per step for other models
     try:
         yield
     finally:
@@ -288,7 +288,7 @@ def _masked_indexer_forward(indexer, hidden_states, position_embeddings, past_ke
     scores = torch.matmul(idx_q.float(), idx_k.float().transpose(-1, -2))
     k_positions = torch.arange(k_len, device=idx_q.device)
     token_future = k_positions[None, None, None, :] > position_ids[:, None, :, None]
-    hidden = ~keys.to(idx_q.device)[:, None, None, :]  # the one change: keys the attention does not see
+    hidden = ~keys.to(idx_q.device, torch.bool)[:, None, None, :]  # the one change: keys the attention does not see
     scores = scores.masked_fill(token_future | hidden, float("-inf"))
     if pad:
         scores = torch.nn.functional.pad(scores, (0, pad), value=float("-inf"))

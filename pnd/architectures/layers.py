@@ -126,10 +126,13 @@ def layer_plan(config) -> LayerPlan:
 def check_unpadded(config, attention_mask, where: str) -> None:
     """A ValueError, naming `where` and the fix, if a layer of `config` does not allow left padding (`LayerKind.pads`)
     and `attention_mask` pads a prompt."""
-    if attention_mask is None or layer_plan(config).pads or bool(attention_mask.bool().all()):
+    if attention_mask is None or bool(attention_mask.bool().all()):
+        return
+    plan = layer_plan(config)
+    if plan.pads:
         return
     rows = (~attention_mask.bool().all(-1)).nonzero().flatten().tolist()
-    names = sorted({t for t, k in zip(cache_layer_types(config), layer_plan(config).kinds) if not k.pads})
+    names = sorted({t for t, k in zip(cache_layer_types(config), plan.kinds) if not k.pads})
     raise ValueError(
         f"{where}: prompt row(s) {rows} are padded (attention_mask 0), and {config.model_type}'s layer type(s) "
         f"{', '.join(map(repr, names))} anchor the indexer's key blocks to cache slots, so a padded prompt decodes "

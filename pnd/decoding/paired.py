@@ -27,7 +27,7 @@ from .._compat import compiles_decoding, generation_config, indexer_keys, layer_
 from ..architectures import architecture_for
 from ..architectures.layers import check_unpadded
 from ..architectures.reported import bind_processor
-from ..attachment import Attachment, attachment_of, remove_attachment
+from ..attachment import Attachment, attachment_of, is_attached, remove_attachment
 from ..validation import check_conditioned_logits, check_pixels
 from .cache import PairedCache, PairedStaticCache
 from .generation import Generation, running, running_generation
@@ -70,15 +70,15 @@ def attach(model, processor=None, *, prefill: str = "auto"):
                         f"prefill strategy by name, pnd.attach(model, prefill={processor!r}) (it moved in 0.2).")
     if prefill not in PREFILL_STRATEGIES:
         raise ValueError(f"prefill must be one of {', '.join(map(repr, PREFILL_STRATEGIES))}, got {prefill!r}.")
-    architecture = architecture_for(model)
     if processor is not None:
         bind_processor(model, processor)
-    attachment = attachment_of(model, create=True)
-    if attachment.attached:
-        if attachment.prefill != prefill:
-            raise ValueError(f"The model is already attached with prefill={attachment.prefill!r}: call "
+    if is_attached(model):
+        if attachment_of(model).prefill != prefill:
+            raise ValueError(f"The model is already attached with prefill={attachment_of(model).prefill!r}: call "
                              f"pnd.detach(model) first to attach it with prefill={prefill!r}.")
         return model
+    architecture = architecture_for(model)  # a model pnd refuses gets nothing more than its bound processor
+    attachment = attachment_of(model, create=True)
     before = set(vars(model))
     attachment.replaced = {name: vars(model)[name] for name in ("forward", "generate") if name in vars(model)}
     attachment.architecture, attachment.prefill = architecture, prefill
