@@ -205,3 +205,12 @@ def test_compiled_decoding_returns_every_output():
         torch.testing.assert_close(out.logits[step], dynamic.logits[step], atol=1e-4, rtol=0)
         assert len(out.attentions[step]) == layers and len(out.hidden_states[step]) == layers + 1
         assert all(a.shape[0] == n for a in out.attentions[step]) and all(h.shape[0] == n for h in out.hidden_states[step])
+    pnd.detach(model)  # plain generate, static cache and compiled too: the shapes pnd's outputs must have
+    plain = model.generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
+                           return_dict_in_generate=True, output_scores=True, **outputs)
+    for name in ("attentions", "hidden_states"):
+        assert [[t.shape for t in step] for step in getattr(out, name)] == \
+               [[t.shape for t in step] for step in getattr(plain, name)], name  # prefill keys: the static cache's
+    queries = inputs["attention_mask"].bool()  # a padding query's weights are arbitrary (all its keys masked)
+    for got, want in zip(out.attentions[0], plain.attentions[0]):  # the prefill's weights, the cache's slots 0
+        torch.testing.assert_close(got.transpose(1, 2)[queries], want.transpose(1, 2)[queries], atol=1e-5, rtol=0)

@@ -309,6 +309,9 @@ def _static_prefill(model, attachment, generation, cache: PairedStaticCache, kwa
     mask = kwargs.get("attention_mask")
     cache.pair(prefill, torch.ones_like(kwargs["input_ids"]) if mask is None else mask)
     outputs.past_key_values = cache
+    if getattr(outputs, "attentions", None) is not None:  # as a static-cache prefill returns them: a key per cache
+        keys = cache.get_max_length()  # slot, those after the prompt masked out (weight 0)
+        outputs.attentions = tuple(torch.nn.functional.pad(a, (0, keys - a.shape[-1])) for a in outputs.attentions)
     return outputs
 
 
