@@ -10,6 +10,7 @@ nothing); a tiny random-weight RoBERTa stands in for VidHalluc's SimCSE judge (t
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -17,12 +18,17 @@ from helpers import write_mp4
 
 TASKS = Path(__file__).parent.parent / "eval_configs" / "tasks"
 SUBSETS = ("object_relation", "temporal", "semantic_detail", "external_factual", "external_nonfactual")
-SPLITS = ("entire", "interleave", "misleading")
+SPLITS = ("entire", "interleave", "misleading")  # the `eventhallusion` group; eventhallusion_mix asks about interleave's
+FAILING = {  # videos left out on purpose: each document on them fails, and was counted right by its first choice before
+    "videohallucer/object_relation/videos/object_relation0_a.mp4",  # pair 0 of object_relation: basic "yes"
+    "eventhallusion/interleave/interleave_000.mp4",  # interleave's and mix's first question: "Yes."
+    "vidhalluc/ACH/p1_clip_1.mp4"}  # binary QA "Yes" and multiple choice "A"
 
 
 PLANTED = {  # (basic, hallucination) answers of the two pairs; the tiny model answers "yes" by loglikelihood
     subset: [("yes", "no"), ("no" if subset == "temporal" else "yes", "yes")] for subset in SUBSETS}
 EVENT_ANSWERS = {split: ["Yes.", "Yes.", "No."] if split == "interleave" else ["No.", "Yes.", "No."] for split in SPLITS}
+EVENT_ANSWERS["mix"] = ["Yes.", "No.", "Yes."]
 
 
 VIDHALLUC_BINARYQA = {  # ach_binaryqa.json: {index: [{"q", "a": {clip: answer}}]}, one video pair per index
@@ -63,13 +69,16 @@ def videohallucer_pairs(subset: str) -> list[dict]:
 
 def eventhallusion_videos(split: str) -> list[dict]:
     """Two videos as the authors' questions/<split>_questions.json writes them, one with two questions."""
-    key = "unexpected" if split == "interleave" else "bias"
+    key = "unexpected" if split in ("interleave", "mix") else "bias"
     return [{"id": f"{split}_00{i}", "category": "pet&animal", "length": "00:02",
              "event_info": {"object": ["dog"], "scene": "A yard.", "caption": "A dog runs.", key: "The dog sleeps."},
              "questions": [{"type": "hallucination", "question": question, "answer": answer} for question, answer in qas]}
             for i, qas in enumerate([[("Is the dog sleeping in the video?", EVENT_ANSWERS[split][0])],
                                      [("Did anything unexpected happen?", EVENT_ANSWERS[split][1]),
                                       ("Is the dog calm?", EVENT_ANSWERS[split][2])]])]
+
+
+GENERATION_LIMIT = [("max_new_tokens: 1024", "max_new_tokens: 16")]  # the kits' 1024 tokens of a tiny random model: slow
 
 
 def build(root: Path) -> Path:
@@ -81,11 +90,11 @@ def build(root: Path) -> Path:
         (home / "videohallucer" / subset / f"{subset}.json").write_text(json.dumps(pairs))
         for video in {row[role]["video"] for row in pairs for role in ("basic", "hallucination")}:
             write_mp4(home / "videohallucer" / subset / "videos" / video, 4)
-    for split in SPLITS:
-        (home / "eventhallusion" / split).mkdir(parents=True)
+    for split in (*SPLITS, "mix"):
         videos = eventhallusion_videos(split)
+        (home / "eventhallusion" / split).mkdir(parents=True, exist_ok=True)
         (home / "eventhallusion" / f"{split}_questions.json").write_text(json.dumps(videos))
-        for video in videos:
+        for video in videos if split != "mix" else []:  # mix_00N asks about interleave_00N
             write_mp4(home / "eventhallusion" / split / f"{video['id']}.mp4", 4)
     hub = home / "vidhalluc_hub"  # the hub repository's top level: the json files, as the authors' scripts write them
     hub.mkdir()
@@ -102,16 +111,19 @@ def build(root: Path) -> Path:
     local = {"videohallucer": [("dataset_path: bigai-nlco/VideoHallucer", "dataset_path: json"),
                                ("{test: ", f"{{test: {home / 'videohallucer'}/"),
                                (", cache_dir: videohallucer, video: true, create_link: true", "")],
-             "eventhallusion": [("https://raw.githubusercontent.com/Stevetich/EventHallusion/main/questions",
-                                 str(home / "eventhallusion"))],
-             "vidhalluc": [("https://huggingface.co/datasets/chaoyuli/VidHalluc/resolve/main", str(hub))]}
+             "eventhallusion": [(re.compile(r"https://raw\.githubusercontent\.com/Stevetich/EventHallusion/[0-9a-f]{40}/questions"),
+                                 str(home / "eventhallusion")), *GENERATION_LIMIT],
+             "vidhalluc": [("https://huggingface.co/datasets/chaoyuli/VidHalluc/resolve/main", str(hub)), *GENERATION_LIMIT]}
+    local["videohallucer"] += GENERATION_LIMIT
     for name, replacements in local.items():
         shutil.copytree(TASKS / name, tasks / name)
         for path in (tasks / name).iterdir():
             text = path.read_text()
             for old, new in replacements:
-                text = text.replace(old, new)
+                text = old.sub(new, text) if isinstance(old, re.Pattern) else text.replace(old, new)
             path.write_text(text)
+    for video in FAILING:
+        (home / video).unlink()
     tiny_simcse(root / "simcse")
     return root
 

@@ -18,6 +18,7 @@ import pytest
 import torch
 from hallucination_fixtures import (
     EVENT_ANSWERS,
+    FAILING,
     PLANTED,
     SPLITS,
     SUBSETS,
@@ -27,14 +28,19 @@ from hallucination_fixtures import (
     VIDHALLUC_TSH,
 )
 
+from pnd.integrations.failed_documents import FAILED_ANSWER, FAILED_LOSS
+
 import lmms_eval_fixtures
+from helpers import write_mp4
 
 sys.path.insert(0, str(hallucination_fixtures.TASKS))
 from eventhallusion import utils as event
+from pnd_retrieval import utils as retrieval
 from videohallucer import utils as hallucer
 from vidhalluc import utils as vidhalluc
 
-TASKS = "videohallucer,videohallucer_ll,eventhallusion,eventhallusion_ll,vidhalluc,vidhalluc_ll"
+TASKS = ("videohallucer,videohallucer_ll,eventhallusion,eventhallusion_ll,eventhallusion_mix,eventhallusion_mix_ll,"
+         "vidhalluc,vidhalluc_ll")
 
 
 @pytest.fixture(scope="module")
@@ -92,14 +98,69 @@ def test_eventhallusion_reads_the_first_word_as_the_authors_do():
     assert event.eventhallusion_process_results(doc, [(1.0, False), (3.0, False)])["accuracy"] == 1.0
 
 
+@pytest.mark.parametrize("module", [event, hallucer, vidhalluc, retrieval], ids=lambda m: m.__file__.split("/")[-2])
+def test_the_task_utils_examples_hold(module):
+    """The docstring examples of eval_configs/tasks/*/utils.py (pytest's doctest collection skips them: four modules
+    named utils)."""
+    import doctest
+
+    result = doctest.testmod(module)
+    assert result.attempted and not result.failed
+
+
+FAILED_CHOICES = [(FAILED_LOSS, False)] * 4  # pnd's marker for a failed loglikelihood document: every choice
+
+
+@pytest.mark.parametrize("results", [[FAILED_ANSWER], FAILED_CHOICES[:2]], ids=["generation", "loglikelihood"])
+def test_a_failed_document_counts_wrong_in_every_metric_and_in_failed(results):
+    """Each document's right answer is its first choice (what equal losses used to pick): a failed one is wrong in
+    every metric of every task, and counted in `failed`."""
+    said = hallucer.videohallucer_process_results({"pair": 0, "role": "basic", "answer": "yes"}, results)
+    assert [said[m][1] for m in ("basic_accuracy", "overall_accuracy")] == [False, False] and said["failed"] == 1
+    said = event.eventhallusion_process_results({"answer": "Yes."}, results)
+    assert (said["accuracy"], said["failed"]) == (0.0, 1)
+    said = vidhalluc.binaryqa_process_results({"question_id": "0/0", "answer": "Yes"}, results)
+    assert (said["accuracy"], said["clip_acc"], said["failed"]) == (("0/0", False), 0.0, 1)
+    mcq = {"letters": ["A", "B"], "options": ["a horse", "a bike"], "answer": "A"}
+    assert vidhalluc.mcq_process_results(mcq, results) == {"accuracy": 0.0, "failed": 1}
+    assert vidhalluc.tsh_process_results({"answer": "AB"}, results) == {"accuracy": 0.0, "failed": 1}
+    for change in ("Yes", "No"):  # the scene change said is the opposite of the annotation: wrong in the correlation
+        item = vidhalluc.sth_process_results({"scene_change": change, "locations": "None"}, results)
+        assert item["mcc"] == (change == "Yes", change == "No", None) and item["failed"] == 1
+    ranked = retrieval.retrieval_process_results({"answer": 0}, FAILED_CHOICES[:3])
+    assert ranked == {"r1": 0.0, "r5": 0.0, "r10": 0.0, "median_rank": math.inf, "failed": 1}  # 3 candidates: not r5
+
+
+def test_videohallucer_drops_exact_duplicate_pairs_keeping_the_first():
+    """The kit's GitHub removed 24 exact duplicates from temporal.json (ae4c2f2): the first of each stays, in order."""
+    pairs = hallucination_fixtures.videohallucer_pairs("temporal")
+    near = {**pairs[1], "type": "other"}  # not an exact duplicate
+    docs = hallucer.videohallucer_process_docs([pairs[0], pairs[1], pairs[0], near, pairs[1]])
+    assert [(d["pair"], d["role"], d["question"]) for d in docs] == [
+        (i, role, pair[role]["question"]) for i, pair in enumerate([pairs[0], pairs[1], near])
+        for role in ("basic", "hallucination")]
+
+
+def test_github_data_urls_name_a_commit():
+    """A branch moves (EventHallusion's `main` never existed and its `master` renamed a split): every GitHub URL a task
+    or run config reads names a 40-hex commit. Hub URLs name `main` only where the revision is not known here."""
+    hub_main = {"chaoyuli/VidHalluc"}  # the hub's commit id of its files could not be read offline: pin it when it can
+    configs = [p for p in hallucination_fixtures.TASKS.parent.rglob("*") if p.is_file() and "yaml" in p.name]
+    urls = {url for path in configs for url in re.findall(r"https://[^\s}'\"]+", path.read_text())}
+    github = [u for u in urls if "github" in u]
+    assert github and all(re.search(r"/[0-9a-f]{40}/", u) for u in github), github
+    hub = {re.search(r"datasets/([^/]+/[^/]+)/resolve/([^/]+)/", u).groups() for u in urls if "/resolve/" in u}
+    assert {repo for repo, revision in hub if not re.fullmatch(r"[0-9a-f]{40}", revision)} <= hub_main
+
+
 def test_vidhalluc_binaryqa_counts_a_question_only_when_every_clip_is_right():
     docs = [{"question_id": q, "answer": a} for q, a in [("0/0", "Yes"), ("0/0", "No"), ("0/1", "No"), ("0/1", "Yes"),
                                                           ("1/0", "Yes"), ("1/0", "Yes")]]
     said = ["Yes, he is.", " no.", "No", "Yes it is", "yes", "YES, clearly"]  # "Yes it is" is not "YES" (kit: . and ,)
     results = [vidhalluc.binaryqa_process_results(doc, [text]) for doc, text in zip(docs, said)]
     assert vidhalluc.accuracy([r["accuracy"] for r in results]) == pytest.approx(2 / 3)
-    assert statistics.mean(r["clip_accuracy"] for r in results) == pytest.approx(5 / 6)
-    assert vidhalluc.binaryqa_process_results(docs[1], [(2.0, False), (0.5, False)])["clip_accuracy"] == 1.0  # "No"
+    assert statistics.mean(r["clip_acc"] for r in results) == pytest.approx(5 / 6)
+    assert vidhalluc.binaryqa_process_results(docs[1], [(2.0, False), (0.5, False)])["clip_acc"] == 1.0  # "No"
 
 
 def test_vidhalluc_mcq_reads_capital_letters_then_option_text():
@@ -213,7 +274,9 @@ def test_vidhalluc_sth_score_equals_the_hand_computed_value(simcse_folder, monke
                ("No", "None", "No scene change."), ("No", "None", "Scene change: No, Locations: None")]
     items = [vidhalluc.sth_process_results({"scene_change": truth, "locations": locations}, [text])
              for truth, locations, text in planted]
-    assert {metric for item in items for metric in item} == {"score", "mcc", "classification_score", "description_score"}
+    assert {metric for item in items for metric in item} == {"score", "mcc", "classification_score", "description_score",
+                                                             "failed"}
+    assert not any(item["failed"] for item in items)
     similarities = [simcse_cosine(simcse_folder, *pair) for pair in [("the kitchen", "a kitchen"),
                                                                       ("a road", "a busy street"),
                                                                       ("a park", "a park"), ("dog", "a beach")]]
@@ -257,44 +320,76 @@ def test_vidhalluc_downloads_and_unpacks_a_parts_videos_once(tmp_path, monkeypat
     assert vidhalluc.find_video("t9", "TSH", str(root)) == str(root / "TSH/VidHalluc/data/TSH/t9.mp4")
 
 
+FAILED_DOCS = {  # the documents on the videos hallucination_fixtures.FAILING leaves out, by generation and loglikelihood
+    "videohallucer_object_relation": {0, 1},  # pair 0's two questions (one video)
+    "eventhallusion_interleave": {0}, "eventhallusion_mix": {0},  # interleave_000 (mix_000 asks about it too)
+    "vidhalluc_ach_binaryqa": {4}, "vidhalluc_ach_mcq": {2}}  # clip p1_clip_1 (binary QA: the fifth (question, clip))
+FAILED_DOCS.update({f"{task}_ll": docs for task, docs in FAILED_DOCS.items()})
+
+
+def failed(task, doc_id) -> bool:
+    return doc_id in FAILED_DOCS.get(task, ())
+
+
 def test_loglikelihood_metrics_equal_the_hand_computed_values(sweep):
     """At alpha 0 the tiny model gives "yes" the lower loss on every yes/no question and "B" on every VidHalluc
     multiple-choice question (checked), so the planted answers decide: a VideoHallucer pair counts only if both of
-    its answers are "yes", a VidHalluc question only if it is "Yes" on all its clips."""
+    its answers are "yes", a VidHalluc question only if it is "Yes" on all its clips. A failed document (its video
+    left out) counts wrong, though its answer is the first choice, and in `failed`."""
     results, samples = run_results(sweep[1], 0)
     for task, task_samples in samples.items():
+        ran = [s for s in task_samples if not failed(task, s["doc_id"])]
+        if task.endswith("_ll"):
+            assert all(losses(s) == [math.inf] * len(losses(s)) for s in task_samples if failed(task, s["doc_id"]))
         if task == "vidhalluc_ach_mcq_ll":
-            assert all(min(losses(s)[:1] + losses(s)[2:]) > losses(s)[1] + 0.1 for s in task_samples)
+            assert all(min(losses(s)[:1] + losses(s)[2:]) > losses(s)[1] + 0.1 for s in ran)
         elif task.endswith("_ll"):
-            assert all(losses(s)[0] < losses(s)[1] - (0.05 if task.startswith("vidhalluc") else 0.1)
-                       for s in task_samples), task
+            assert all(losses(s)[0] < losses(s)[1] - (0.05 if task.startswith("vidhalluc") else 0.1) for s in ran), task
     metrics = results["results"]
+    overall, basic = [], []
     for subset in SUBSETS:
-        pairs = PLANTED[subset]
+        gone = [failed(f"videohallucer_{subset}_ll", 2 * i) for i in range(len(PLANTED[subset]))]  # a pair's video
+        pairs = [(b == "yes" and not g, h == "yes" and not g) for (b, h), g in zip(PLANTED[subset], gone)]
         got = metrics[f"videohallucer_{subset}_ll"]
-        assert got["basic_accuracy,none"] == statistics.mean(b == "yes" for b, _ in pairs)
-        assert got["hallucination_accuracy,none"] == statistics.mean(h == "yes" for _, h in pairs)
-        assert got["overall_accuracy,none"] == statistics.mean(b == h == "yes" for b, h in pairs)
-    assert metrics["videohallucer_ll"]["overall_accuracy,none"] == pytest.approx(0.4)  # 4 subsets 1/2, temporal 0
-    assert metrics["videohallucer_ll"]["basic_accuracy,none"] == pytest.approx(0.9)
-    for split in SPLITS:
-        assert metrics[f"eventhallusion_{split}_ll"]["accuracy,none"] == pytest.approx(EVENT_ANSWERS[split].count("Yes.") / 3)
-    assert metrics["eventhallusion_ll"]["accuracy,none"] == pytest.approx(4 / 9)
-    questions = [entry["a"].values() for entries in VIDHALLUC_BINARYQA.values() for entry in entries]
+        assert got["basic_accuracy,none"] == statistics.mean(b for b, _ in pairs)
+        assert got["hallucination_accuracy,none"] == statistics.mean(h for _, h in pairs)
+        assert got["overall_accuracy,none"] == statistics.mean(b and h for b, h in pairs)
+        assert got["failed,none"] == 2 * sum(gone)
+        overall.append(statistics.mean(b and h for b, h in pairs))
+        basic.append(statistics.mean(b for b, _ in pairs))
+    assert metrics["videohallucer_ll"]["overall_accuracy,none"] == pytest.approx(statistics.mean(overall)) == 0.4
+    assert metrics["videohallucer_ll"]["basic_accuracy,none"] == pytest.approx(statistics.mean(basic)) == 0.8
+    assert metrics["videohallucer_ll"]["failed,none"] == 2
+    right = {split: [a == "Yes." and not failed(f"eventhallusion_{split}_ll", i) for i, a in enumerate(EVENT_ANSWERS[split])]
+             for split in (*SPLITS, "mix")}
+    for split in (*SPLITS, "mix"):
+        assert metrics[f"eventhallusion_{split}_ll"]["accuracy,none"] == pytest.approx(statistics.mean(right[split]))
+    assert metrics["eventhallusion_ll"]["accuracy,none"] == pytest.approx(3 / 9)  # interleave's first "Yes." failed
+    assert metrics["eventhallusion_ll"]["failed,none"] == 1 and metrics["eventhallusion_mix_ll"]["failed,none"] == 1
+    clips = [(clip, answer) for entries in VIDHALLUC_BINARYQA.values() for entry in entries for clip, answer in entry["a"].items()]
+    said = [answer == "Yes" and not failed("vidhalluc_ach_binaryqa_ll", i) for i, (_, answer) in enumerate(clips)]
     got = metrics["vidhalluc_ach_binaryqa_ll"]
-    assert got["accuracy,none"] == statistics.mean(all(a == "Yes" for a in clips) for clips in questions) == 1 / 3
-    assert got["clip_accuracy,none"] == pytest.approx(4 / 6)
+    assert got["accuracy,none"] == 0.0  # each question has a "No" clip, or the failed one
+    assert got["clip_acc,none"] == pytest.approx(statistics.mean(said)) == 0.5
     mcq = [entry["Correct Answer"] for clips in VIDHALLUC_MCQ.values() for entry in clips.values()]
+    assert mcq[2] == "A"  # the failed clip's answer is the first letter: equal losses would have picked it
     assert metrics["vidhalluc_ach_mcq_ll"]["accuracy,none"] == pytest.approx(mcq.count("B") / len(mcq)) == 1 / 3
-    assert metrics["vidhalluc_ll"]["accuracy,none"] == pytest.approx(1 / 3)  # unweighted mean of the two parts
+    assert metrics["vidhalluc_ll"]["accuracy,none"] == pytest.approx(1 / 6)  # unweighted mean of the two parts
+    assert metrics["vidhalluc_ll"]["failed,none"] == 2
+    assert not any("clip_acc" in key for key in metrics["vidhalluc_ll"])  # a group aggregates only what it names
 
 
 @pytest.mark.parametrize("alpha", [0, 1])
 def test_generation_metrics_follow_the_kits_rules(sweep, alpha):
     """The kits' rules, re-applied here to the logged answers: VideoHallucer's whole-word match, pairs both right;
-    EventHallusion's first word."""
+    EventHallusion's first word. A failed document's answer is pnd's marker, which no rule reads as right."""
     results, samples = run_results(sweep[1], alpha)
     metrics = results["results"]
+    for task, task_samples in samples.items():
+        if not task.endswith("_ll"):
+            assert [s["doc_id"] for s in task_samples if text_of(s) == FAILED_ANSWER] == sorted(FAILED_DOCS.get(task, ()))
+            assert metrics[task]["failed,none"] == len(FAILED_DOCS.get(task, ())), task
+    assert [metrics[group]["failed,none"] for group in ("videohallucer", "eventhallusion", "vidhalluc")] == [2, 1, 2]
     per_subset = []
     for subset in SUBSETS:
         texts = [s["filtered_resps"][0] if isinstance(s["filtered_resps"], list) else s["filtered_resps"]
@@ -312,6 +407,9 @@ def test_generation_metrics_follow_the_kits_rules(sweep, alpha):
             text = (sample["filtered_resps"][0] if isinstance(sample["filtered_resps"], list) else sample["filtered_resps"])
             right.append(text.strip().lower().startswith(answer[:-1].lower()))
     assert metrics["eventhallusion"]["accuracy,none"] == pytest.approx(statistics.mean(right))
+    mix = [text_of(s).strip().lower().startswith(answer[:-1].lower())
+           for s, answer in zip(samples["eventhallusion_mix"], EVENT_ANSWERS["mix"])]
+    assert metrics["eventhallusion_mix"]["accuracy,none"] == pytest.approx(statistics.mean(mix))
     texts = {task: [text_of(s) for s in samples[task]] for task in ("vidhalluc_ach_binaryqa", "vidhalluc_ach_mcq", "vidhalluc_tsh")}
     questions = {}  # eval_bqa.py: text before the first "." then ",", any case; a question needs all its clips right
     for (index, i, answer), text in zip([(index, i, answer) for index, entries in VIDHALLUC_BINARYQA.items()
@@ -352,7 +450,7 @@ def text_of(sample):
 
 
 def vidhalluc_mcq_doc():
-    (clip, entry), = list(VIDHALLUC_MCQ["1"].items())
+    clip, entry = "p0_clip_2", VIDHALLUC_MCQ["0"]["p0_clip_2"]  # p1_clip_1's video is left out (FAILING)
     return {"clip": clip, "question": entry["Question"], "letters": list(entry["Choices"]),
             "options": list(entry["Choices"].values())}
 
@@ -360,7 +458,7 @@ def vidhalluc_mcq_doc():
 @pytest.mark.parametrize("task, doc, video, prompt, max_new_tokens", [
     ("videohallucer_temporal", 0, "videohallucer/temporal/videos/temporal0_a.mp4",
      hallucination_fixtures.videohallucer_pairs("temporal")[0]["basic"]["question"] + hallucer.PROMPT, 16),
-    ("vidhalluc_ach_mcq", 2, "vidhalluc/ACH/p1_clip_1.mp4", vidhalluc.mcq_doc_to_text(vidhalluc_mcq_doc()), 32)],
+    ("vidhalluc_ach_mcq", 1, "vidhalluc/ACH/p0_clip_2.mp4", vidhalluc.mcq_doc_to_text(vidhalluc_mcq_doc()), 16)],
     ids=["videohallucer", "vidhalluc"])
 def test_alpha_zero_is_the_plain_model(sweep, task, doc, video, prompt, max_new_tokens):
     """pnd_hf at alpha 0 generates what plain transformers generate, on a VideoHallucer and a VidHalluc document."""
@@ -385,8 +483,8 @@ def test_sweep_table_and_plot_hold_lmms_evals_numbers(sweep):
     rows = list(csv.DictReader((out / "sweep.csv").read_text().splitlines()))
     assert [(r["task"], float(r["alpha"])) for r in rows] == [(t, a) for t in TASKS.split(",") for a in (0.0, 1.0)]
     headline = {"videohallucer": "overall_accuracy", "videohallucer_ll": "overall_accuracy",
-                "eventhallusion": "accuracy", "eventhallusion_ll": "accuracy", "vidhalluc": "accuracy",
-                "vidhalluc_ll": "accuracy"}
+                "eventhallusion": "accuracy", "eventhallusion_ll": "accuracy", "eventhallusion_mix": "accuracy",
+                "eventhallusion_mix_ll": "accuracy", "vidhalluc": "accuracy", "vidhalluc_ll": "accuracy"}
     table = (out / "sweep.md").read_text()
     for row in rows:
         alpha = int(float(row["alpha"]))
@@ -395,9 +493,12 @@ def test_sweep_table_and_plot_hold_lmms_evals_numbers(sweep):
         assert float(row["value"]) == results["results"][row["task"]][f"{row['metric']},none"]
         assert f"{float(row['value']):.4f}" in table
         plain, now = run_results(out, 0)[1], samples
-        same = [answer_of(p) == answer_of(n) for task in results["group_subtasks"][row["task"]]
-                for p, n in zip(plain[task], now[task])]
-        assert float(row["agreement"]) == pytest.approx(statistics.mean(same)) and int(row["documents"]) == len(same)
+        subtasks = results["group_subtasks"].get(row["task"]) or [row["task"]]
+        pairs = [(task, p, n) for task in subtasks for p, n in zip(plain[task], now[task])]
+        same = [answer_of(p) == answer_of(n) for task, p, n in pairs if not failed(task, p["doc_id"])]
+        assert float(row["agreement"]) == pytest.approx(statistics.mean(same)) and int(row["documents"]) == len(pairs)
+        assert int(row["failed"]) == sum(failed(task, p["doc_id"]) for task, p, _ in pairs)
+        assert f"{int(row['failed'])} failed" in table
     assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -447,3 +548,30 @@ def test_sweep_refuses_bad_arguments_before_running(tmp_path, argv, message):
         main(["sweep", "--model", "pnd_hf", "--out", str(tmp_path), *[x for kv in base.items() for x in kv]])
     assert not (tmp_path / "runs").exists()
 
+
+
+def test_sweep_check_names_each_missing_video_and_question_file_before_any_model(tmp_path, monkeypatch, capsys):
+    """`pnd sweep --check` on the synthetic data: the videos FAILING leaves out are named with where the task looks
+    for them, then a removed question file; no lmms-eval run is launched and no model is loaded (there is none)."""
+    from pnd.cli import main
+    from pnd.cli import sweep as command
+
+    root = hallucination_fixtures.build(tmp_path)
+    for name, value in {"HF_HOME": str(root / "hf_home"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(command.subprocess, "run", lambda *a, **k: pytest.fail(f"lmms-eval ran: {a}"))
+    argv = ["sweep", "--model", "pnd_hf", "--model-args", f"pretrained={tmp_path / 'no_model'}", "--tasks", TASKS,
+            "--include-path", str(root / "tasks"), "--out", str(tmp_path / "sweep"), "--check"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    missing = set(re.findall(r"video (\S+) is missing", err))
+    assert missing == {str(root / "hf_home" / video) for video in FAILING}
+    assert "$EVENTHALLUSION_VIDEOS/<split>/<id>.mp4" in err and "$VIDHALLUC_VIDEOS" in err
+    for video in FAILING:
+        write_mp4(root / "hf_home" / video, 4)
+    assert main(argv) == 0
+    assert "task(s) load" in capsys.readouterr().err
+    (root / "hf_home" / "eventhallusion" / "misleading_questions.json").unlink()
+    assert main([*argv[:-1], "--check", "1"]) == 1
+    assert re.search(r"eventhallusion: its documents do not load: .*misleading_questions\.json", capsys.readouterr().err)
+    assert not (tmp_path / "sweep" / "runs").exists()

@@ -5,6 +5,7 @@ functions (tests/lmms_eval_fixtures.py). Every check reads the results and sampl
 the exit code is never trusted (lmms-eval 0.7.3 exits 0 when a run crashes).
 """
 
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -211,6 +212,30 @@ def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(m
     assert evaluator.unwrap_generation_output(["a", "b"]) == (["a", "b"], None)
 
 
+@pytest.mark.parametrize("gold", [0, 1, 2])
+def test_lmms_evals_own_multiple_choice_counts_a_failed_document_wrong(tmp_path, monkeypatch, gold):
+    """A multiple_choice task of lmms-eval's own kind (no process_results of its own): before pnd's fix, a failed
+    document's equal losses made the first choice the answer, right whenever it is gold; with it, never right."""
+    from lmms_eval.api.task import ConfigurableTask
+
+    from pnd.integrations.failed_documents import FAILED_LOSS
+    from pnd.integrations.lmms_eval import _failed_choices_count_wrong
+
+    (tmp_path / "docs.json").write_text(json.dumps([{"q": "Which?", "choices": ["a", "b", "c"], "gold": gold}]))
+    unpatched = getattr(ConfigurableTask.process_results, "__wrapped__", ConfigurableTask.process_results)
+    monkeypatch.setattr(ConfigurableTask, "process_results", unpatched)  # a PndHf of an earlier test patched it
+    task = ConfigurableTask(config={
+        "task": "mc", "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(tmp_path / "docs.json")}},
+        "test_split": "test", "output_type": "multiple_choice", "doc_to_text": "q", "doc_to_choice": "choices",
+        "doc_to_target": "gold", "metric_list": [{"metric": "acc"}]})
+    doc, failed = task.test_docs()[0], [(FAILED_LOSS, False)] * 3
+    assert task.process_results(doc, failed)["acc"] == float(gold == 0)  # lmms-eval alone: the first choice
+    _failed_choices_count_wrong()
+    assert task.process_results(doc, failed)["acc"] == 0.0
+    right = [(1.0 if i != gold else 0.5, False) for i in range(3)]
+    assert task.process_results(doc, right)["acc"] == 1.0  # a document that ran is scored as before
+
+
 @pytest.mark.parametrize("model_type, name", [("qwen2_vl", "PndQwen2VL"), ("qwen3_vl", "PndHf"), ("qwen3_5", "PndHf"),
                                               ("gemma3", "PndHf"), ("molmo2", "PndHf"), ("internvl", "PndHf"),
                                               ("smolvlm", "PndHf"), ("video_llama_3", "PndHf"),
@@ -344,9 +369,11 @@ def test_pnd_hf_batches_smolvlm_documents(tmp_path):
 
 def test_a_failing_document_neither_stops_nor_changes_the_others(tmp_path, capsys):
     """A document whose video cannot be read, batched with good ones: the others get the answers and losses they get
-    alone, the bad one an empty answer / infinite losses, and each call names it and says how many failed."""
+    alone, the bad one pnd's failure marker (FAILED_ANSWER / infinite losses), and each call names it and says how many
+    failed."""
     from types import SimpleNamespace
 
+    from pnd.integrations.failed_documents import FAILED_ANSWER
     from pnd.integrations.lmms_eval import PndHf
     from pnd.testing import tiny_model
 
@@ -376,6 +403,6 @@ def test_a_failing_document_neither_stops_nor_changes_the_others(tmp_path, capsy
     assert "pnd: document t/test/1 failed" in err and "b.mp4" in err
     assert "pnd generate_until: 1 document(s) of 3 request(s) failed" in err
     assert "pnd loglikelihood: 1 document(s) of 6 request(s) failed" in err
-    assert answers == [generate([0])[0], "", generate([2])[0]]
+    assert answers == [generate([0])[0], FAILED_ANSWER, generate([2])[0]]
     assert scored[2:4] == [float("inf")] * 2
     np.testing.assert_allclose(scored[:2] + scored[4:], losses([0]) + losses([2]), atol=1e-5)

@@ -4,13 +4,16 @@
         --tasks videohallucer,eventhallusion --alphas 0,0.25,0.5,0.75,1 --include-path eval_configs/tasks --out sweep/
     pnd sweep ... --launcher "accelerate launch --num_processes 8 -m lmms_eval"     # data parallel
 
-Each alpha is one lmms-eval command line (`--log_samples`, output in OUT/runs/alpha<A>/, its log in lmms_eval.log
+`--check` loads each task's documents and looks for the first N videos (and the question files), and stops with
+the missing file, URL or environment variable named, in seconds and before any model loads: run it before a long
+sweep. Each alpha is one lmms-eval command line (`--log_samples`, output in OUT/runs/alpha<A>/, its log in lmms_eval.log
 there) over the tasks not finished at that alpha: a re-run of the same command runs only what is missing (a task
 is finished when a results file in that folder holds it). alpha 0 (the plain model) is always run. Then:
 OUT/sweep.csv, OUT/sweep.md and OUT/sweep.png hold each task's headline metric per alpha (the first metric of
 its metric_list, or --metric TASK=METRIC; a group's is its first subtask's) read from lmms-eval's results files,
-and the agreement: the share of documents whose answer (generated text, or the choice of lowest loss) at that
-alpha is the plain model's answer, read from the samples files.
+the agreement: the share of documents whose answer (generated text, or the choice of lowest loss) at that alpha is
+the plain model's answer, and the documents that failed (pnd's marker: they count as wrong), read from the samples
+files.
 
 Example:
     >>> from pnd.cli import main
@@ -30,6 +33,8 @@ import sys
 from pathlib import Path
 
 from ..extras import pyplot, require
+from ..integrations.failed_documents import document_failed
+from .data_check import check_tasks
 
 
 def add_arguments(parser) -> None:
@@ -44,6 +49,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch-size", type=int, default=1, help="lmms-eval --batch_size (default 1)")
     parser.add_argument("--metric", action="append", default=[], metavar="TASK=METRIC",
                         help="headline metric of a task (repeatable); default: the first of its metric_list")
+    parser.add_argument("--check", nargs="?", const=5, type=int, metavar="N",
+                        help="only check the data: load each task's documents and find the first N videos (default 5), "
+                             "then stop; no model is loaded")
     parser.add_argument("--launcher", default=f"{shlex.quote(sys.executable)} -m lmms_eval",
                         help="the command that runs lmms-eval (default: this Python's -m lmms_eval)")
 
@@ -119,17 +127,20 @@ def headline(results: dict, task: str, metrics: dict[str, str]) -> str:
 
 
 def answers(folder: Path, results: dict, task: str) -> dict:
-    """{(subtask, doc_id): answer}: the generated text, or the index of the lowest loss for loglikelihood tasks."""
+    """{(subtask, doc_id): answer}: the generated text, the index of the lowest loss for loglikelihood tasks, or None
+    for a document that failed."""
     subtasks = results.get("group_subtasks", {}).get(task) or [task]
     found = {}
     for subtask in subtasks:
         files = sorted(folder.rglob(f"*_samples_{subtask}.jsonl"), key=lambda p: p.name)
-        if subtask in results.get("group_subtasks", {}):
+        if subtask != task and results.get("group_subtasks", {}).get(subtask):  # a nested group (a task lists no subtasks)
             found.update(answers(folder, results, subtask))
         elif files:
             for line in files[-1].read_text().splitlines():
                 sample = json.loads(line)
-                found[subtask, sample["doc_id"]] = answer_of(sample["filtered_resps"])
+                response = sample["filtered_resps"]
+                failed = document_failed(response if isinstance(response, list) else [response])
+                found[subtask, sample["doc_id"]] = None if failed else answer_of(response)
     return found
 
 
@@ -155,9 +166,10 @@ def collect(out: Path, alphas: list[float], tasks: list[str], metrics: dict[str,
                                  f"{sorted(k.split(',')[0] for k in results['results'][task] if ',' in k)} (--metric)")
             given = answers(folder, results, task)
             plain = given if plain is None else plain
-            agreement = sum(given[key] == plain.get(key) for key in given) / len(given) if given else math.nan
+            answered = [key for key in given if given[key] is not None and plain.get(key) is not None]
+            agreement = sum(given[key] == plain[key] for key in answered) / len(answered) if answered else math.nan
             rows.append({"task": task, "metric": metric, "alpha": alpha, "value": value, "agreement": agreement,
-                         "documents": len(given)})
+                         "documents": len(given), "failed": sum(answer is None for answer in given.values())})
     return rows
 
 
@@ -169,10 +181,11 @@ def write_table(out: Path, rows: list[dict], alphas: list[float]) -> None:
     header = "| task | metric | " + " | ".join("alpha 0 (plain)" if a == 0 else f"alpha {a:g}" for a in alphas) + " |"
     lines = [header, "|---|---|" + "---|" * len(alphas)]
     for task in dict.fromkeys(row["task"] for row in rows):
-        cells = [f"{r['value']:.4f} ({r['agreement']:.0%} agree)" for r in rows if r["task"] == task]
+        cells = [f"{r['value']:.4f} ({r['agreement']:.0%} agree, {r['failed']} failed)" for r in rows if r["task"] == task]
         metric = next(r["metric"] for r in rows if r["task"] == task)
         lines.append(f"| {task} | {metric} | " + " | ".join(cells) + " |")
-    note = "Each cell: the metric, and the share of documents answered as the plain model (alpha 0) answers them."
+    note = ("Each cell: the metric; the share of documents answered as the plain model (alpha 0) answers them, over the "
+            "documents that failed at neither alpha; the documents that failed (counted as wrong in the metric).")
     (out / "sweep.md").write_text("\n".join(lines) + f"\n\n{note}\n")
 
 
@@ -195,6 +208,8 @@ def write_plot(out: Path, rows: list[dict]) -> None:
 def run(args) -> int:
     alphas, tasks, metrics = check_arguments(args)
     require("lmms_eval", "eval")
+    if args.check is not None:
+        return check_tasks(tasks, args.include_path, args.check)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for alpha in alphas:

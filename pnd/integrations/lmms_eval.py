@@ -33,6 +33,7 @@ from ..extras import require
 from ..io.loading import load_model
 from ..io.video import read_video
 from ..scoring.scorer import CaptionScorer
+from .failed_documents import FAILED_ANSWER, FAILED_LOSS, document_failed
 
 lmms = require("lmms_eval.api.model", "eval").lmms
 
@@ -88,6 +89,7 @@ class PndHf(lmms):
         self.tokenizer = self.processor.tokenizer
         self._scorer = None
         _keep_loglikelihood_pairs()
+        _failed_choices_count_wrong()
 
     @property
     def device(self):
@@ -141,7 +143,7 @@ class PndHf(lmms):
             decoded = self._each_document(lambda items: self._decode(requests, items), batch,
                                           lambda i: _document_name(*requests[i].args[3:]), failed)
             for i, text in zip(batch, decoded):
-                outputs[i] = "" if text is None else text  # a failed document: an empty answer (reported)
+                outputs[i] = FAILED_ANSWER if text is None else text  # a failed document (reported): counts wrong
             bar.update(len(batch))
         bar.close()
         _report_failures("generate_until", failed, len(requests))
@@ -180,8 +182,9 @@ class PndHf(lmms):
             if len(items) > 1:
                 return [self._each_document(run, [item], name_of, failed)[0] for item in items]
             failed.append(name_of(items[0]))
-            print(f"pnd: document {failed[-1]} failed ({error}); it is left out of the scoring (generate_until: an "
-                  "empty answer; loglikelihood: an infinite loss for every choice)", file=sys.stderr)
+            print(f"pnd: document {failed[-1]} failed ({error}); it counts as a wrong answer (generate_until: "
+                  f"{FAILED_ANSWER!r}; loglikelihood: an infinite loss for every choice; pnd's tasks also count it "
+                  "in their `failed` metric)", file=sys.stderr)
             return [None]
 
     def loglikelihood(self, requests) -> list[tuple[float, bool]]:
@@ -214,7 +217,7 @@ class PndHf(lmms):
             scores = self._each_document(lambda items: self._score_documents(requests, items), batch,
                                          lambda document: _document_name(document[0][2], *document[0][:2]), failed)
             for (_, indices), document_scores in zip(batch, scores):
-                values = [float("inf")] * len(indices) if document_scores is None else [-x for x in document_scores]
+                values = [FAILED_LOSS] * len(indices) if document_scores is None else [-x for x in document_scores]
                 for i, loss in zip(indices, values):
                     losses[i] = (loss, False)
             bar.update(len(batch))
@@ -282,3 +285,32 @@ def _keep_loglikelihood_pairs() -> None:
         return unwrap(output)
 
     evaluator.unwrap_generation_output = keep_pairs
+
+
+def _failed_choices_count_wrong() -> None:
+    """Make lmms-eval's own multiple_choice scoring count a failed document (`FAILED_LOSS` for every choice) wrong.
+
+    Its `process_results` takes the argmin of the losses, which is the first choice when all are equal: the right
+    answer wherever the first choice is gold. For such a document this gives the lowest loss to a choice that is not
+    gold (tasks with their own `process_results`, such as pnd's, ask `document_failed` themselves).
+    """
+    from lmms_eval.api.task import ConfigurableTask
+
+    process_results = ConfigurableTask.process_results
+    if getattr(process_results, "counts_failed_documents_wrong", False):
+        return
+
+    @functools.wraps(process_results)
+    def counted_wrong(task, doc, results, *args, **kwargs):
+        if (task.OUTPUT_TYPE == "multiple_choice" and not callable(task.config.process_results)
+                and document_failed(results)):
+            choices = task.doc_to_choice(doc)
+            gold = task.doc_to_target(doc)
+            gold = {choices.index(g) if isinstance(g, str) and g in choices else g
+                    for g in (gold if isinstance(gold, list) else [gold])}
+            wrong = next((i for i in range(len(results)) if i not in gold), None)
+            results = [(0.0 if i == wrong else 1.0, False) for i in range(len(results))]
+        return process_results(task, doc, results, *args, **kwargs)
+
+    counted_wrong.counts_failed_documents_wrong = True
+    ConfigurableTask.process_results = counted_wrong

@@ -35,7 +35,10 @@ import zipfile
 
 from datasets import Dataset
 
+from pnd.integrations.failed_documents import document_failed, failed_count, failed_in_subtasks  # noqa: F401
+
 HUB = "chaoyuli/VidHalluc"
+VIDEOS = "$VIDHALLUC_VIDEOS (default $HF_HOME/vidhalluc), found by file name (the hub's <part>_videos.zip)"
 
 BINARYQA_PROMPT = " Only answer with a single word 'Yes' or 'No'."  # video_hallu_bqa.py, after the question
 MCQ_PROMPT = " Please select the correct answer (one or more options), only return your answer(s). (e.g., ABCD)"
@@ -173,8 +176,9 @@ def binaryqa_right(answer: str, prediction: str) -> bool:
 
 
 def binaryqa_process_results(doc, results):
-    right = binaryqa_right(doc["answer"], _chosen(results, BINARY_CHOICES))
-    return {"accuracy": (doc["question_id"], right), "clip_accuracy": float(right)}
+    failed = document_failed(results)
+    right = not failed and binaryqa_right(doc["answer"], _chosen(results, BINARY_CHOICES))
+    return {"accuracy": (doc["question_id"], right), "clip_acc": float(right), "failed": int(failed)}
 
 
 def accuracy(items):
@@ -195,9 +199,11 @@ def mcq_prediction(prediction: str, choices: dict) -> set:
 
 
 def mcq_process_results(doc, results):
+    if document_failed(results):
+        return {"accuracy": 0.0, "failed": 1}
     choices = dict(zip(doc["letters"], doc["options"]))
     prediction = mcq_prediction(_chosen(results, list(doc["letters"])), choices)
-    return {"accuracy": float(prediction == set(re.findall(r"[A-D]", doc["answer"].strip().upper())))}
+    return {"accuracy": float(prediction == set(re.findall(r"[A-D]", doc["answer"].strip().upper()))), "failed": 0}
 
 
 def tsh_prediction(answer: str) -> str:
@@ -222,7 +228,9 @@ def tsh_prediction(answer: str) -> str:
 
 
 def tsh_process_results(doc, results):
-    return {"accuracy": float(tsh_prediction(_chosen(results, [])) == doc["answer"])}
+    if document_failed(results):
+        return {"accuracy": 0.0, "failed": 1}
+    return {"accuracy": float(tsh_prediction(_chosen(results, [])) == doc["answer"]), "failed": 0}
 
 
 def sth_prediction(answer: str) -> tuple[str, str]:
@@ -290,14 +298,17 @@ def description_score(said: str, truth: str) -> float:
 
 def sth_process_results(doc, results):
     """One item for every metric: (scene change is "yes", the answer's is "yes", the description's score or None). The
-    description is scored (out of 2) only where both are "yes"; an empty one scores 0 (eval_sth.py's evaluate_model)."""
-    change, locations = sth_prediction(_chosen(results, []))
-    truth, said = doc["scene_change"].lower() == "yes", change.lower() == "yes"
+    description is scored (out of 2) only where both are "yes"; an empty one scores 0 (eval_sth.py's evaluate_model).
+    A failed document says the opposite of the annotation (wrong in the correlation; no description)."""
+    failed = document_failed(results)
+    change, locations = sth_prediction("" if failed else _chosen(results, []))
+    truth = doc["scene_change"].lower() == "yes"
+    said = not truth if failed else change.lower() == "yes"
     score = None
     if truth and said:
         score = description_score(locations, doc["locations"]) if locations and doc["locations"] else 0.0
     item = (truth, said, score)
-    return {"score": item, "mcc": item, "classification_score": item, "description_score": item}
+    return {"score": item, "mcc": item, "classification_score": item, "description_score": item, "failed": int(failed)}
 
 
 def sth_scores(items) -> dict:
