@@ -13,6 +13,7 @@ from transformers import (
     NoRepeatNGramLogitsProcessor,
     RepetitionPenaltyLogitsProcessor,
     SequenceBiasLogitsProcessor,
+    StaticCache,
     StoppingCriteria,
     SuppressTokensLogitsProcessor,
 )
@@ -83,6 +84,25 @@ def test_feature_equals_the_reference(tiny, feature):
     assert torch.equal(out.sequences, sequence)
     for got, want in zip(out.scores, scores):
         assert torch.equal(torch.isneginf(got), torch.isneginf(want))
+        finite = torch.isfinite(want)
+        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "static"])
+def test_an_empty_cache_object_decodes_as_the_reference(tiny, kind):
+    """generate(..., past_key_values=DynamicCache(config=...)), or a new StaticCache, as transformers' own tests and much
+    user code pass them: an empty cache continues no conversation, and the call decodes as the reference does."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    eos, length = model.generation_config.eos_token_id, inputs["input_ids"].shape[1]
+    config = model.config.get_text_config(decoder=True)
+    cache = DynamicCache(config=config) if kind == "dynamic" else StaticCache(config=config, max_cache_len=length + 9)
+    out = pnd.attach(model).generate(**inputs, past_key_values=cache, max_new_tokens=STEPS, min_new_tokens=STEPS,
+                                     do_sample=False, logits_processor=[pnd.PriorNormalized(ALPHA)],
+                                     return_dict_in_generate=True, output_scores=True)
+    sequence, scores = reference(model, inputs, LogitsProcessorList([MinNewTokensLengthLogitsProcessor(length, STEPS, eos)]))
+    assert torch.equal(out.sequences, sequence)
+    for got, want in zip(out.scores, scores):
         finite = torch.isfinite(want)
         torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
 

@@ -160,13 +160,16 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     prompt = args[0] if args else kwargs.get("input_ids")
     if prompt is None:
         raise ValueError(_NEEDS_INPUT_IDS)
-    if kwargs.get("past_key_values") is not None:
+    given = kwargs.get("past_key_values")
+    if given is not None and not _empty(given):
         return _continued_cache(model, generation, config, prompt, kwargs)
-    if config.cache_implementation != "static":
+    kwargs.pop("past_key_values", None)  # an empty cache to fill (transformers' tests pass one): pnd's, of its kind
+    if config.cache_implementation != "static" and not isinstance(given, StaticCache):
         return PairedCache(config=text_config)
     max_length = config.max_length if config.max_new_tokens is None else prompt.shape[1] + config.max_new_tokens
     attachment = generation.attachment
-    attachment.static_cache_len = max(max_length - 1, config.max_cache_len or 0, attachment.static_cache_len)
+    given_len = given.get_max_length() if isinstance(given, StaticCache) else 0
+    attachment.static_cache_len = max(max_length - 1, config.max_cache_len or 0, given_len, attachment.static_cache_len)
     cache = PairedStaticCache(text_config, max_cache_len=attachment.static_cache_len)
     kwargs["cache_implementation"] = None  # generate takes a cache or a cache_implementation, not both
     kwargs.pop("max_cache_len", None)  # used here
@@ -175,6 +178,11 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
         compiled_call = model.get_compiled_call(config.compile_config)
         generation.decode_forward = functools.partial(compiled_call, **{_PAIRED_STEP: True})
     return cache
+
+
+def _empty(cache) -> bool:
+    """A DynamicCache or StaticCache that holds no token yet (a new one given to generate to fill)."""
+    return isinstance(cache, (DynamicCache, StaticCache)) and int(cache.get_seq_length()) == 0
 
 
 def _continued_cache(model, generation: Generation, config, input_ids: torch.Tensor, kwargs: dict) -> PairedCache:
