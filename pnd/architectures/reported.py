@@ -281,12 +281,12 @@ def _unknown_expansion(rows: list[int], family: str, processor) -> str:
              f"the bound processor did not build them in this process (among its last {REMEMBERED_PROMPTS} prompts)")
     return (f"The {family} visual expansion of prompt row(s) {rows} (the placeholders and the timestamps, labels and "
             f"delimiters the processor writes around them) is unknown: the inputs carry no {EXPANSION_KEY} for them, "
-            f"and {bound}. Either they were built while no processor was bound with pnd.attach(model, processor) "
-            "(before attach, after detach, with another processor, or by hand), or built in another process or "
-            f"saved without {EXPANSION_KEY}, or their input_ids were changed after building. Build the inputs with "
-            "that processor after pnd.attach(model, processor): processor(text=..., videos=...) or "
-            "processor.apply_chat_template(..., tokenize=True, return_dict=True), and pass its outputs whole and "
-            f"unchanged ({EXPANSION_KEY} with them).")
+            f"and {bound}. Either no processor bound with pnd.attach(model, processor) built them (they were built "
+            f"before attach, by another processor, or by hand), or {EXPANSION_KEY} was left behind (built in another "
+            "process or saved without it, or the inputs passed key by key), or their input_ids were changed after "
+            "building. Build the inputs with that processor after pnd.attach(model, processor): processor(text=..., "
+            "videos=...) or processor.apply_chat_template(..., tokenize=True, return_dict=True), and pass its outputs "
+            f"whole and unchanged ({EXPANSION_KEY} with them).")
 
 
 def bind_processor(model, processor) -> None:
