@@ -45,6 +45,7 @@ from contextvars import ContextVar
 import numpy as np
 import torch
 
+from .._compat import padding_also
 from ..attachment import attachment_of
 
 _ASKED = ("return_text_replacement_offsets", "return_offsets_mapping")
@@ -150,17 +151,6 @@ def _record_call(processor, call, args, kwargs):
     return outputs
 
 
-def _pad(self, encoded_inputs, **kwargs):
-    """`tokenizer._pad` that pads `EXPANSION_KEY` with 0 on the side it pads `input_ids`."""
-    carried = encoded_inputs.pop(EXPANSION_KEY, None)
-    padded = super(type(self), self)._pad(encoded_inputs, **kwargs)
-    if carried is not None:
-        extra = [0] * (len(padded[self.model_input_names[0]]) - len(carried))
-        left = (kwargs.get("padding_side") or self.padding_side) == "left"
-        padded[EXPANSION_KEY] = extra + list(carried) if left else list(carried) + extra
-    return padded
-
-
 def _rebuilt(rebuild, args, role: str | None):
     """What pickle's `rebuild(*args)` gives, made a processor that carries, or a tokenizer that pads, again (`role`)."""
     restored = rebuild(*args)
@@ -188,7 +178,7 @@ def _pnd_class(cls: type, role: str) -> type:
         keep = role if role == "tokenizer" or carries(self) else None
         return (_rebuilt, (rebuild, tuple(cls if a is subclass else a for a in args), keep), *rest)
 
-    methods = {"_pad": _pad} if role == "tokenizer" else {"__call__": __call__, "_pnd_reports": True,
+    methods = padding_also(EXPANSION_KEY) if role == "tokenizer" else {"__call__": __call__, "_pnd_reports": True,
                                                           "get_text_with_replacements": get_text_with_replacements}
     subclass = type(cls.__name__, (cls,), {**methods, "__reduce_ex__": __reduce_ex__, "_pnd_role": role,
                                            "__module__": cls.__module__, "__qualname__": cls.__qualname__})
