@@ -72,6 +72,16 @@ def test_dataloader_workers(tiny, model_type):
         assert_decodes_exactly(model, inputs)
 
 
+def test_dataloader_workers_started_by_spawn(tiny):
+    """Spawned workers get a pickled copy of the dataset and its processor (macOS, Windows, forkserver): it carries."""
+    model, processor = attached(tiny, "internvl")
+    loader = torch.utils.data.DataLoader(Prompts(processor, "internvl"), batch_size=None, num_workers=2,
+                                         multiprocessing_context="spawn")
+    for inputs in loader:
+        assert_not_remembered(model, processor, inputs)
+        assert_decodes_exactly(model, inputs)
+
+
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_datasets_map_in_processes_saved_and_read_back(tiny, model_type, tmp_path):
     datasets = pytest.importorskip("datasets")
