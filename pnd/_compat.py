@@ -33,6 +33,7 @@ TRANSFORMERS_CHECKED = ">=5.23,<5.24"  # the releases these calls were read and 
 __all__ = ["TRANSFORMERS_CHECKED", "IndexedState", "RecurrentState", "attention_implementation", "cache_from_layers",
            "cache_layer_types",
            "compiles_decoding", "encode_visual_inputs", "generation_config", "has_recurrent_layers", "indexer_keys",
+           "padding_also",
            "layer_states", "map_states", "mask_indexer_keys", "position_ids_for_generation", "register_sdpa_attention",
            "repair_video_features", "sdpa_attention_forward", "set_attention_implementation", "set_layer_state",
            "unmask_indexer_keys"]
@@ -75,6 +76,23 @@ def repair_video_features(model) -> None:
     """
     if "get_video_features" not in vars(model):
         model.get_video_features = functools.partial(_video_features_as_tuple, model)
+
+
+def padding_also(key: str) -> dict:
+    """The methods of a tokenizer subclass whose `pad` also pads `key` (0 on the side it pads `input_ids`, as for
+    `attention_mask`): `tokenizer.pad` pads the keys it knows in `_pad`, one example at a time, and leaves others as
+    they are."""
+
+    def _pad(self, encoded_inputs, **kwargs):
+        extra = encoded_inputs.pop(key, None)
+        padded = super(type(self), self)._pad(encoded_inputs, **kwargs)
+        if extra is not None:
+            zeros = [0] * (len(padded[self.model_input_names[0]]) - len(extra))
+            left = (kwargs.get("padding_side") or self.padding_side) == "left"
+            padded[key] = zeros + list(extra) if left else list(extra) + zeros
+        return padded
+
+    return {"_pad": _pad}
 
 
 def compiles_decoding(model, config) -> bool:

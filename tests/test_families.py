@@ -244,7 +244,7 @@ def test_internvl_prompt_the_processor_did_not_build_is_an_error(tiny):
 
     model, processor = tiny("internvl")
     ids = processor.tokenizer(["user <IMG_CONTEXT> describe it."], return_tensors="pt").input_ids
-    with pytest.raises(ValueError, match=r"not built by the processor bound with pnd.attach\(model, processor\)"):
+    with pytest.raises(ValueError, match=r"InternVL visual expansion of prompt row\(s\) \[0\] .* is unknown"):
         pnd.prior_logits(model, input_ids=ids)
     inputs = tiny_inputs(processor, "internvl")
     frame_2, frame_7 = processor.tokenizer.convert_tokens_to_ids(["2", "7"])

@@ -21,7 +21,7 @@ import torch
 from .._compat import position_ids_for_generation
 from .layers import layer_plan
 from .refused import REFUSED
-from .reported import bound_processor, recalled_expansion
+from .reported import bound_processor, given_expansions, recalled_expansion
 
 _REGISTRY: dict[str, Architecture] = {}
 
@@ -94,9 +94,11 @@ class Architecture:
 
     def reported_expansion(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                            why: str) -> torch.Tensor:
-        """What the processor bound to `model` reported replacing in these prompts (`reported.recalled_expansion`);
-        without a bound processor, a ValueError that starts with `why`."""
-        return recalled_expansion(bound_processor(model, why), input_ids, attention_mask, self.name,
+        """What the processor reported replacing in these prompts (`reported.recalled_expansion`): the expansion
+        the inputs carried, else the one the processor bound to `model` remembered; with neither a carried expansion
+        nor a bound processor, a ValueError that starts with `why`."""
+        processor = bound_processor(model, why, required=given_expansions() is None)
+        return recalled_expansion(processor, input_ids, attention_mask, self.name,
                                   self.placeholder_mask(model.config, input_ids))
 
     def check_video_batch(self, videos) -> None:

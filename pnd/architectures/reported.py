@@ -6,21 +6,29 @@ can report the character span of every replacement (`return_text_replacement_off
 character of a replacement are the expansion the prior hides (docs/design.md §1): no family needs expansion code of its
 own, only a registration with `reported=True`.
 
-Token ids carry no trace of those spans, so `pnd.attach(model, processor)` makes the processor report them on every call
-and remember each prompt's expansion, keyed by a digest of its token ids (padding aside); the paired forward looks the
-prompt up. A prompt the bound processor did not build (built before `attach`, by hand, or changed afterwards) gets an
-error that says how to build it, never a guess.
+Token ids carry no trace of those spans, so the expansion travels with the inputs: `pnd.attach(model, processor)`
+makes the processor report the spans on every call and add one more output, `visual_expansion_mask` (`EXPANSION_KEY`:
+1 on each token of the expansion, shaped like `input_ids`). Whatever keeps the processor's outputs keeps it (DataLoader
+workers, `datasets`, pickling, `torch.save`, `.to(device)`, row slices, `tokenizer.pad`, which pads it with 0); pnd's
+entry points take it out of the inputs (`carried_expansions`) and the model never sees it. As a fallback for inputs
+passed without it, the bound processor also remembers the last `REMEMBERED_PROMPTS` prompts it built in this process,
+keyed by a digest of their token ids. A prompt with neither gets an error that names the possible causes and the fix,
+never a guess.
 
 Example:
     >>> import torch
-
-from ..attachment import attachment_of
+    >>> import pnd
     >>> from pnd.testing import tiny_model, tiny_inputs
-    >>> model, processor = tiny_model("internvl")  # binds the processor, as pnd.attach(model, processor) does
+    >>> model, processor = tiny_model("internvl")
     >>> inputs = tiny_inputs(processor, "internvl")
     >>> mask = recalled_expansion(processor, inputs["input_ids"], inputs["attention_mask"], "InternVL")
     >>> processor.tokenizer.decode(inputs["input_ids"][0][mask[0]])[:16]
     'Frame1: <img><IM'
+    >>> _ = pnd.attach(model, processor)
+    >>> inputs = tiny_inputs(processor, "internvl")
+    >>> torch.equal(inputs[EXPANSION_KEY].bool(), mask)
+    True
+    >>> pnd.detach(model)
 """
 
 from __future__ import annotations
@@ -30,23 +38,29 @@ import hashlib
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 import torch
 
+from .._compat import padding_also
 from ..attachment import attachment_of
 
 _ASKED = ("return_text_replacement_offsets", "return_offsets_mapping")
 _ADDED = ("text_replacement_offsets", "offset_mapping")
-REMEMBERED_PROMPTS = 4096  # per processor, least recently used forgotten first
+EXPANSION_KEY = "visual_expansion_mask"  # the output a carrying processor adds: 1 on the expansion's tokens
+REMEMBERED_PROMPTS = 4096  # the fallback record, per processor, least recently used forgotten first
 
 
 class ExpansionRecord:
-    """The expansions of the prompts one processor built: token-id digest -> mask of the attended tokens."""
+    """Expansions of prompts: token-id digest -> mask of the attended tokens; `limit` prompts at most (None: all)."""
 
-    def __init__(self):
+    def __init__(self, limit: int | None = REMEMBERED_PROMPTS):
         self._masks: OrderedDict[bytes, bytes] = OrderedDict()
         self._lock = threading.Lock()
+        self._limit = limit
 
     @staticmethod
     def digest(ids: list[int]) -> bytes:
@@ -57,7 +71,7 @@ class ExpansionRecord:
         with self._lock:
             self._masks[key] = value
             self._masks.move_to_end(key)
-            while len(self._masks) > REMEMBERED_PROMPTS:
+            while self._limit is not None and len(self._masks) > self._limit:
                 self._masks.popitem(last=False)
 
     def recall(self, ids: list[int]) -> torch.Tensor | None:
@@ -71,6 +85,15 @@ class ExpansionRecord:
 
 _RECORDS: weakref.WeakKeyDictionary[object, ExpansionRecord] = weakref.WeakKeyDictionary()
 _CALL = threading.local()  # the replacements of the processor call under way in this thread
+_CARRIERS: weakref.WeakKeyDictionary[object, weakref.WeakSet] = weakref.WeakKeyDictionary()  # -> attached models
+_COPIES: weakref.WeakSet = weakref.WeakSet()  # processors unpickled or copied from one that carried
+_GIVEN: ContextVar[ExpansionRecord | None] = ContextVar("pnd_given_expansions", default=None)
+
+
+def carries(processor) -> bool:
+    """Whether `processor`'s outputs carry `EXPANSION_KEY`: it is bound to an attached model, or is a copy (pickled,
+    e.g. into a worker) of one that was."""
+    return bool(_CARRIERS.get(processor)) or processor in _COPIES
 
 
 def replaced_tokens(offsets, replacements, attended) -> list[bool]:
@@ -90,9 +113,18 @@ def replaced_tokens(offsets, replacements, attended) -> list[bool]:
     return hidden
 
 
+def _like(ids, rows: list[list[bool]]):
+    """`rows` (0/1 per token) in the form of `ids`: a tensor, a NumPy array or lists."""
+    if torch.is_tensor(ids):
+        return torch.tensor(rows, dtype=torch.long, device=ids.device).reshape(ids.shape)
+    if isinstance(ids, np.ndarray):
+        return np.asarray(rows, dtype=np.int64).reshape(ids.shape)
+    return [[int(h) for h in row] for row in rows]
+
+
 def _record_call(processor, call, args, kwargs):
-    """Call the processor asking for its replacement and token offsets, remember each prompt's expansion, and
-    return what the caller asked for."""
+    """Call the processor asking for its replacement and token offsets, remember each prompt's expansion, add it as
+    `EXPANSION_KEY` where the processor carries it, and return what the caller asked for."""
     asked = {key: kwargs.get(key) for key in _ASKED}
     _CALL.replacements = None
     try:
@@ -104,96 +136,176 @@ def _record_call(processor, call, args, kwargs):
     if all(key in outputs for key in _ADDED) and "input_ids" in outputs:
         record = _RECORDS.setdefault(processor, ExpansionRecord())
         ids, offsets, masks = outputs["input_ids"], outputs["offset_mapping"], outputs.get("attention_mask", None)
+        rows = []
         for row, replacements in enumerate(outputs["text_replacement_offsets"]):
             row_ids = [int(i) for i in ids[row]]
             attended = [True] * len(row_ids) if masks is None else [bool(m) for m in masks[row]]
             hidden = replaced_tokens([tuple(int(c) for c in pair) for pair in offsets[row]], replacements, attended)
             record.remember([i for i, a in zip(row_ids, attended) if a], [h for h, a in zip(hidden, attended) if a])
+            rows.append(hidden)
+        if carries(processor):
+            outputs[EXPANSION_KEY] = _like(ids, rows)
     for key, added in zip(_ASKED, _ADDED):
         if not asked[key]:
             outputs.pop(added, None)
     return outputs
 
 
-def _restore(cls: type, state: dict):
-    """An instance of `cls` with `state` (unpickling a reporting processor)."""
-    restored = cls.__new__(cls)
-    restored.__dict__.update(state)
+def _rebuilt(rebuild, args, role: str | None):
+    """What pickle's `rebuild(*args)` gives, made a processor that carries, or a tokenizer that pads, again (`role`)."""
+    restored = rebuild(*args)
+    if role is not None:
+        restored.__class__ = _pnd_class(type(restored), role)
+    if role == "processor":
+        _COPIES.add(restored)
     return restored
 
 
 @functools.cache
-def _reporting_class(cls: type) -> type:
-    """`cls` whose calls remember their prompts' expansions (same name, so saving it writes the same class)."""
+def _pnd_class(cls: type, role: str) -> type:
+    """`cls` with pnd's methods (same name, so saving it writes the same class): a processor whose calls report their
+    prompts' expansions (`role` "processor"), or a tokenizer whose `pad` pads `EXPANSION_KEY` ("tokenizer")."""
 
     def __call__(self, *args, **kwargs):
-        return _record_call(self, super(reporting, self).__call__, args, kwargs)
+        return _record_call(self, super(subclass, self).__call__, args, kwargs)
 
     def get_text_with_replacements(self, *args, **kwargs):  # kept for a `__call__` that discards them (Nemotron-H)
-        text, _CALL.replacements = super(reporting, self).get_text_with_replacements(*args, **kwargs)
+        text, _CALL.replacements = super(subclass, self).get_text_with_replacements(*args, **kwargs)
         return text, _CALL.replacements
 
-    def __reduce_ex__(self, protocol):  # pickled and copied as the original class, which reports nothing
-        return _restore, (cls, dict(self.__dict__))
+    def __reduce_ex__(self, protocol):  # pickled as the original class; a copy of a carrying processor carries too
+        rebuild, args, *rest = cls.__reduce_ex__(self, protocol)
+        keep = role if role == "tokenizer" or carries(self) else None
+        return (_rebuilt, (rebuild, tuple(cls if a is subclass else a for a in args), keep), *rest)
 
-    reporting = type(cls.__name__, (cls,), {"__call__": __call__, "__reduce_ex__": __reduce_ex__, "_pnd_reports": True,
-                                            "get_text_with_replacements": get_text_with_replacements,
-                                            "__module__": cls.__module__, "__qualname__": cls.__qualname__})
-    return reporting
+    methods = padding_also(EXPANSION_KEY) if role == "tokenizer" else {"__call__": __call__, "_pnd_reports": True,
+                                                          "get_text_with_replacements": get_text_with_replacements}
+    subclass = type(cls.__name__, (cls,), {**methods, "__reduce_ex__": __reduce_ex__, "_pnd_role": role,
+                                           "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+    return subclass
 
 
 def report_expansions(processor) -> None:
     """Make `processor` remember the expansion of every prompt it builds from now on (idempotent)."""
     if not getattr(type(processor), "_pnd_reports", False):
-        processor.__class__ = _reporting_class(type(processor))
+        processor.__class__ = _pnd_class(type(processor), "processor")
+
+
+def carried_expansions(inputs: dict, input_ids=None, attention_mask=None) -> ExpansionRecord | None:
+    """Take `EXPANSION_KEY` out of `inputs` (processor outputs, or the keyword arguments of a call given them): a
+    record of each row's expansion keyed by its attended token ids (`input_ids`, `attention_mask`: where they are not
+    in `inputs`); None without it."""
+    carried = inputs.pop(EXPANSION_KEY, None)
+    input_ids = inputs.get("input_ids") if input_ids is None else input_ids
+    attention_mask = inputs.get("attention_mask") if attention_mask is None else attention_mask
+    if carried is None or input_ids is None:
+        return None
+    carried, input_ids = torch.as_tensor(carried), torch.as_tensor(input_ids)
+    if carried.shape != input_ids.shape:
+        raise ValueError(f"{EXPANSION_KEY} has shape {tuple(carried.shape)} but input_ids {tuple(input_ids.shape)}: "
+                         f"slice, pad and concatenate {EXPANSION_KEY} with input_ids, as attention_mask is "
+                         f"(tokenizer.pad pads it with 0), or pass the processor's outputs unchanged.")
+    record = ExpansionRecord(limit=None)
+    for row, ids in enumerate(input_ids.tolist()):
+        kept = [True] * len(ids) if attention_mask is None else [bool(a) for a in attention_mask[row].tolist()]
+        hidden = carried[row].tolist()
+        record.remember([t for t, k in zip(ids, kept) if k], [bool(h) for h, k in zip(hidden, kept) if k])
+    return record
+
+
+@contextmanager
+def expansions_given(record: ExpansionRecord | None) -> Iterator[None]:
+    """Within the block (this context only), the expansions `record` holds are found first (`recalled_expansion`)."""
+    if record is None:
+        yield
+        return
+    token = _GIVEN.set(record)
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
+
+
+def given_expansions() -> ExpansionRecord | None:
+    """The record `expansions_given` set for the call under way in this context, if any."""
+    return _GIVEN.get()
 
 
 def recalled_expansion(processor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                        family: str, placeholders: torch.Tensor | None = None) -> torch.Tensor:
-    """Mask (batch, L) of the expansion `processor` remembered for each prompt row.
+    """Mask (batch, L) of each prompt row's expansion: the one its inputs carried (`expansions_given`), else the one
+    `processor` (None: no processor) remembered building.
 
-    A row with no placeholder (`placeholders`, the rows' placeholder mask) and no record has no expansion.
+    A row with no placeholder (`placeholders`, the rows' placeholder mask) and no expansion known has none.
 
     Raises:
-        ValueError: for a row with placeholders that the processor did not build since it was bound.
+        ValueError: for a row with placeholders whose expansion is not known, or has placeholders outside it.
     """
-    record = _RECORDS.get(processor)
+    records = [r for r in (_GIVEN.get(), None if processor is None else _RECORDS.get(processor)) if r is not None]
     pad = getattr(getattr(processor, "tokenizer", None), "pad_token_id", None)
     mask = torch.zeros_like(input_ids, dtype=torch.bool)
     unknown = []
     for row, ids in enumerate(input_ids.tolist()):
         kept = [True] * len(ids) if attention_mask is None else [bool(a) for a in attention_mask[row].tolist()]
         start = next((i for i, t in enumerate(ids) if t != pad), len(ids))
-        for candidate in (kept, [k and i >= start for i, k in enumerate(kept)]):  # as given, then without leading pads
-            found = None if record is None else record.recall([t for t, k in zip(ids, candidate) if k])
-            if found is not None:
-                mask[row, torch.tensor(candidate, device=mask.device)] = found.to(mask.device)
-                break
-        else:
-            if placeholders is None or bool(placeholders[row].any()):
-                unknown.append(row)
+        candidates = (kept, [k and i >= start for i, k in enumerate(kept)])  # as given, then without leading pads
+        found = next(((c, f) for c in candidates for r in records
+                      if (f := r.recall([t for t, k in zip(ids, c) if k])) is not None), None)
+        if found is not None:
+            mask[row, torch.tensor(found[0], device=mask.device)] = found[1].to(mask.device)
+        elif placeholders is None or bool(placeholders[row].any()):
+            unknown.append(row)
     if unknown:
-        raise ValueError(
-            f"Prompt row(s) {unknown} were not built by the processor bound with pnd.attach(model, processor) (or were "
-            f"changed afterwards), so the extent of their {family} visual expansion (the timestamps, labels and "
-            "delimiters the processor writes) is unknown. Build the inputs with that processor after pnd.attach: "
-            "processor(text=..., videos=...) or processor.apply_chat_template(..., tokenize=True, return_dict=True), "
-            "and pass its input_ids unchanged."
-        )
+        raise ValueError(_unknown_expansion(unknown, family, processor))
+    if placeholders is not None and bool((placeholders & ~mask).any()):
+        rows = (placeholders & ~mask).any(-1).nonzero().flatten().tolist()
+        raise ValueError(f"Prompt row(s) {rows} hold image/video tokens outside the {family} visual expansion given "
+                         f"with them ({EXPANSION_KEY}): their input_ids were changed after the processor built them. "
+                         "Pass the processor's outputs unchanged.")
     return mask
 
 
+def _unknown_expansion(rows: list[int], family: str, processor) -> str:
+    """Why the expansion of prompt `rows` is unknown (every possible cause, none guessed), and the fix."""
+    bound = ("no processor is bound to the model" if processor is None else
+             f"the bound processor did not build them in this process (among its last {REMEMBERED_PROMPTS} prompts)")
+    return (f"The {family} visual expansion of prompt row(s) {rows} (the placeholders and the timestamps, labels and "
+            f"delimiters the processor writes around them) is unknown: the inputs carry no {EXPANSION_KEY} for them, "
+            f"and {bound}. Either no processor bound with pnd.attach(model, processor) built them (they were built "
+            f"before attach, by another processor, or by hand), or {EXPANSION_KEY} was left behind (built in another "
+            "process or saved without it, or the inputs passed key by key), or their input_ids were changed after "
+            "building. Build the inputs with that processor after pnd.attach(model, processor): processor(text=..., "
+            "videos=...) or processor.apply_chat_template(..., tokenize=True, return_dict=True), and pass its outputs "
+            f"whole and unchanged ({EXPANSION_KEY} with them).")
+
+
 def bind_processor(model, processor) -> None:
-    """Remember `processor` as the one that builds `model`'s inputs, and make it report its expansions."""
+    """Remember `processor` as the one that builds `model`'s inputs, and make it report its expansions; while `model`
+    is attached, the processor's outputs carry them (`EXPANSION_KEY`) and its tokenizer pads them."""
     report_expansions(processor)
-    attachment_of(model, create=True).processor = processor
+    attachment = attachment_of(model, create=True)
+    if attachment.processor is not processor:
+        release_processor(model)
+    attachment.processor = processor
+    if attachment.attached:
+        _CARRIERS.setdefault(processor, weakref.WeakSet()).add(model)
+        tokenizer = getattr(processor, "tokenizer", None)
+        if tokenizer is not None and getattr(type(tokenizer), "_pnd_role", None) != "tokenizer":
+            tokenizer.__class__ = _pnd_class(type(tokenizer), "tokenizer")
 
 
-def bound_processor(model, why: str):
-    """The processor `bind_processor` bound to `model`; without one, a ValueError that starts with `why` (what the
-    family's expansion needs the processor for) and says how to bind it."""
+def release_processor(model) -> None:
+    """The processor bound to `model` no longer carries expansions for it (`pnd.detach`)."""
     processor = getattr(attachment_of(model), "processor", None)
-    if processor is None:
+    if processor is not None and processor in _CARRIERS:
+        _CARRIERS[processor].discard(model)
+
+
+def bound_processor(model, why: str, required: bool = True):
+    """The processor `bind_processor` bound to `model`; without one, None if not `required`, else a ValueError that
+    starts with `why` (what the family's expansion needs the processor for) and says how to bind it."""
+    processor = getattr(attachment_of(model), "processor", None)
+    if processor is None and required:
         raise ValueError(f"{why}, so pnd needs the processor: call pnd.attach(model, processor) with the processor that "
                          "builds the inputs.")
     return processor

@@ -26,7 +26,13 @@ from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 from .._compat import compiles_decoding, generation_config, indexer_keys, layer_states, position_ids_for_generation
 from ..architectures import architecture_for
 from ..architectures.layers import check_unpadded
-from ..architectures.reported import bind_processor
+from ..architectures.reported import (
+    EXPANSION_KEY,
+    bind_processor,
+    carried_expansions,
+    expansions_given,
+    release_processor,
+)
 from ..attachment import Attachment, attachment_of, is_attached, remove_attachment
 from ..validation import check_conditioned_logits, check_pixels
 from .cache import PairedCache, PairedStaticCache
@@ -97,6 +103,8 @@ def attach(model, processor=None, *, prefill: str = "auto"):
     model.generate = generate
     attachment.added = tuple(sorted(set(vars(model)) - before))
     use_split_attention(model)
+    if processor is not None:  # attached: its outputs now carry their expansions
+        bind_processor(model, processor)
     return model
 
 
@@ -116,6 +124,7 @@ def detach(model) -> None:
         True
     """
     attachment = attachment_of(model)
+    release_processor(model)  # its outputs no longer carry their expansions
     remove_attachment(model)
     if attachment is None or not attachment.attached:
         return
@@ -127,7 +136,14 @@ def detach(model) -> None:
         setattr(model, name, value)
 
 
-def _generate(model, attachment: Attachment, *args, logits_processor=None, **kwargs):
+def _generate(model, attachment: Attachment, *args, **kwargs):
+    """The attached `generate`: the expansion the inputs carry (`reported.EXPANSION_KEY`) is taken out of them, and read
+    by the prior for the whole call."""
+    with expansions_given(carried_expansions(kwargs, args[0] if args else None)):
+        return _generate_carried(model, attachment, *args, **kwargs)
+
+
+def _generate_carried(model, attachment: Attachment, *args, logits_processor=None, **kwargs):
     normalizers = [p for p in (logits_processor or []) if isinstance(p, PriorNormalized)]
     if not normalizers:
         return attachment.generate(*args, logits_processor=logits_processor, **kwargs)
@@ -261,6 +277,7 @@ def _check_visual_inputs(model, architecture, args: tuple, kwargs: dict) -> None
 
 
 def _paired_forward(model, attachment: Attachment, *args, **kwargs):
+    kwargs.pop(EXPANSION_KEY, None)  # `model(**inputs)`: the model never sees what pnd added to the processor's outputs
     cache = kwargs.get("past_key_values")
     if kwargs.pop(_PAIRED_STEP, False) or not isinstance(cache, (PairedCache, PairedStaticCache)):
         return attachment.forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call

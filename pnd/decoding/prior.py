@@ -34,6 +34,7 @@ from .._compat import (
 )
 from ..architectures import Architecture, architecture_for
 from ..architectures.layers import LAYER_KINDS, check_unpadded, layer_plan
+from ..architectures.reported import carried_expansions, expansions_given
 
 
 @dataclass
@@ -344,8 +345,10 @@ def prior_logits(
     """
     if mode not in ("masked", "text"):
         raise ValueError(f"prior_logits supports mode 'masked' or 'text', got {mode!r}.")
+    carried = carried_expansions(inputs, input_ids, attention_mask)  # the expansion the processor's outputs carry
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     if position_ids is None:
         position_ids = default_position_ids(model, input_ids, attention_mask, **inputs)
-    return masked_prefill(model, input_ids, attention_mask, position_ids, mode).logits
+    with expansions_given(carried):
+        return masked_prefill(model, input_ids, attention_mask, position_ids, mode).logits

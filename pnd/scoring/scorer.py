@@ -35,7 +35,13 @@ from .._compat import (
 )
 from ..architectures import architecture_for
 from ..architectures.layers import check_unpadded, layer_plan
-from ..architectures.reported import bind_processor
+from ..architectures.reported import (
+    EXPANSION_KEY,
+    ExpansionRecord,
+    bind_processor,
+    carried_expansions,
+    expansions_given,
+)
 from ..decoding.prior import default_position_ids, masked_prefill, sliding_window
 from ..io.prompts import video_prompt
 from ..io.video import read_video
@@ -148,7 +154,7 @@ class CaptionScorer:
         start = inputs["input_ids"].shape[1]
         inputs["input_ids"] = torch.cat([inputs["input_ids"], caption], 1)
         inputs["attention_mask"] = torch.cat([inputs["attention_mask"], torch.ones_like(caption)], 1)
-        for key in architecture_for(self.model).token_inputs:  # the caption's tokens are text (0)
+        for key in (*architecture_for(self.model).token_inputs, EXPANSION_KEY):  # the caption's tokens are text (0)
             if key in inputs:
                 inputs[key] = torch.cat([inputs[key], inputs[key].new_zeros(caption.shape)], 1)
         return ScoringInputs(inputs, (start, start + caption.shape[1]))
@@ -261,6 +267,7 @@ class CaptionScorer:
         architecture_for(model).prepare(model)  # again: a pnd.detach(model) since the last call undid it,
         bind_processor(model, self.processor)  # with the bound processor
         check_pixels(inputs, architecture_for(model).pixel_keys, "CaptionScorer")
+        carried = carried_expansions(inputs)  # the expansion the processor's outputs carry, read by the prior's prefill
         positions = default_position_ids(model, **inputs)
         config = model.config.get_text_config(decoder=True)
         cache = cache_from_layers(config, keep_all=sliding_window(config) is not None)  # every slot: captions reuse it
@@ -278,7 +285,8 @@ class CaptionScorer:
             kept = positions[..., row : row + 1, start:]
             prefixes.append(Prefix(inputs["input_ids"][row : row + 1, start:], kept,
                                    [_row_of(state, row, start) for state in states], attends[row : row + 1, start:],
-                                   out.logits[row : row + 1, -1], next_positions=kept[..., -1:] + 1))
+                                   out.logits[row : row + 1, -1], next_positions=kept[..., -1:] + 1,
+                                   expansions=carried))
         return prefixes
 
     def _caption_priors(self, prefix: Prefix, tokens: list[list[int]]) -> torch.Tensor:
@@ -297,8 +305,9 @@ class CaptionScorer:
         return torch.tensor([self._priors[tuple(t)] for t in tokens])
 
     def _prior_prefix(self, prefix: Prefix) -> Prefix:
-        prior = masked_prefill(self.model, prefix.input_ids, prefix.attends.long(), prefix.positions, self.prior_mode,
-                               shared=prefix.layers)
+        with expansions_given(prefix.expansions):
+            prior = masked_prefill(self.model, prefix.input_ids, prefix.attends.long(), prefix.positions,
+                                   self.prior_mode, shared=prefix.layers)
         return Prefix(prefix.input_ids, prefix.positions, prior.layers, prior.attends, prior.logits,
                       next_positions=prefix.next_positions - prior.position_offset[..., None])
 
@@ -385,6 +394,7 @@ class Prefix(NamedTuple):
     attends: torch.Tensor
     first_logits: torch.Tensor
     next_positions: torch.Tensor
+    expansions: ExpansionRecord | None = None  # the expansion the prompt's inputs carried (`reported.EXPANSION_KEY`)
 
 
 def _check_list(values, name: str, one: str) -> None:

@@ -17,7 +17,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from ..architectures.reported import bind_processor
+from ..architectures.reported import EXPANSION_KEY, bind_processor
 from ..decoding.prior import output_embeddings
 from ..io.prompts import video_prompt
 
@@ -771,6 +771,8 @@ def left_padded(rows: list, pad_token_id: int):
 
     batch = {"input_ids": torch.cat([pad(row, "input_ids", pad_token_id) for row in rows]),
              "attention_mask": torch.cat([pad(row, "attention_mask", 0) for row in rows])}
+    if EXPANSION_KEY in rows[0]:  # what a processor bound to an attached model adds
+        batch[EXPANSION_KEY] = torch.cat([pad(row, EXPANSION_KEY, 0) for row in rows])
     for key in rows[0].keys() - batch.keys():
         batch[key] = torch.cat([row[key] for row in rows])
     return BatchFeature(batch)
