@@ -88,6 +88,7 @@ def test_datasets_map_in_processes_saved_and_read_back(tiny, model_type, tmp_pat
     model, processor = attached(tiny, model_type)
 
     def build(row):
+        torch.set_num_threads(1)  # a forked worker must not enter the OpenMP pool the parent started: it would hang
         return dict(tiny_inputs(processor, model_type, (row["prompt"],), seed=row["seed"]))
 
     table = datasets.Dataset.from_dict({"prompt": list(PROMPTS), "seed": list(range(len(PROMPTS)))})
