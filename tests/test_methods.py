@@ -1,0 +1,289 @@
+"""VCD, ICD and M3ID on pnd's paired engine (docs/methods.md) against brute-force references built from the papers'
+formulas: at every step one from-scratch forward of the conditioned input and one of the contrast input (or prior)."""
+
+import functools
+import math
+
+import pytest
+import torch
+
+import pnd
+from pnd.testing import random_video, tiny_inputs
+
+from helpers import PROMPTS
+from reference import contrast_prior, masked_prior, method_forced, method_greedy, text_prior
+
+STEPS = 5
+FAMILIES = ("llava_onevision", "qwen2_vl")  # a dense model, and M-RoPE (a contrast of another length moves positions)
+GATE = 0.015  # the tiny models' max p_c is 0.009-0.019: this gate lets some steps through and stops others
+
+
+# --- the papers' combinations, from log p_c (conditioned), log p_x (prior / contrast) and the step t (1 = first) ---
+def prior_combine(alpha):  # BLiM
+    return lambda c, p, t: c - alpha * p
+
+
+def contrastive(alpha, beta=None):  # VCD, ICD: (1 + alpha) log p_c - alpha log p_d, cut where p_c < beta max p_c
+    def combine(c, p, t):
+        s = (1 + alpha) * c - alpha * p
+        return s if beta is None else s.masked_fill(c.exp() < beta * c.exp().amax(-1, keepdim=True), -math.inf)
+    return combine
+
+
+def m3id(rate, gate):  # M3ID: w_t = exp(lambda t) - 1, only where max p_c < gate
+    def combine(c, p, t):
+        w = math.exp(rate * t) - 1
+        return torch.where(c.exp().amax(-1, keepdim=True) < gate, c + w * (c - p), c)
+    return combine
+
+
+def run(model, inputs, processor, **kwargs):
+    pnd.attach(model)
+    kwargs.setdefault("do_sample", False)
+    return model.generate(**inputs, max_new_tokens=STEPS, logits_processor=[processor], return_dict_in_generate=True,
+                          output_scores=True, **kwargs)
+
+
+def eos(model):
+    ids = model.generation_config.eos_token_id
+    return ids if isinstance(ids, list) else [ids]
+
+
+def messages(prompt):
+    return [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": prompt}]}]
+
+
+def icd(processor, model_type, prompts=PROMPTS, seed=0):
+    """ICD's contrast for `tiny_inputs(processor, model_type, prompts, seed)`: the same videos, the instruction first."""
+    videos = [random_video(seed + i, frames=4) for i in range(len(prompts))]
+    return pnd.icd_inputs(processor, [messages(p) for p in prompts], videos=videos)
+
+
+def noised(inputs, noise_step=500, seed=0):
+    return {**inputs, **{k: pnd.vcd_noise(v, noise_step, seed) for k, v in inputs.items() if k.startswith("pixel_values")}}
+
+
+def assert_greedy(model, inputs, out, combine, prior):
+    tokens, scores = method_greedy(model, inputs, STEPS, combine, prior, banned=eos(model))
+    assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1] :], tokens)
+    assert_scores(model, torch.stack(out.scores, 1), torch.stack(scores, 1))
+
+
+def assert_scores(model, got, want):
+    """generate's scores are the reference's; -inf where it is -inf, and at min_new_tokens' end-of-sequence tokens."""
+    finite = torch.isfinite(want)
+    cut = finite & ~torch.isfinite(got)
+    assert not cut[..., [i for i in range(cut.shape[-1]) if i not in eos(model)]].any()
+    finite &= ~cut
+    assert torch.equal(torch.isfinite(got), finite)
+    torch.testing.assert_close(got[finite], want[finite], atol=2e-4, rtol=0)
+
+
+# --- VCD's noise ---
+def test_vcd_noise_is_the_diffusion_forward_process_at_noise_step():
+    x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+    abar = math.prod(1 - (1 / (1 + math.exp(-(-6 + 12 * i / 999))) * (0.5e-2 - 1e-5) + 1e-5) for i in range(501))
+    eps = torch.randn(x.shape, generator=torch.Generator("cpu").manual_seed(7))
+    torch.testing.assert_close(pnd.vcd_noise(x, 500, seed=7), math.sqrt(abar) * x + math.sqrt(1 - abar) * eps,
+                               atol=1e-5, rtol=0)
+    assert pnd.vcd_noise(x.bfloat16(), 500).dtype == torch.bfloat16
+    assert not torch.equal(pnd.vcd_noise(x, 500, seed=0), pnd.vcd_noise(x, 500, seed=1))
+    mitigv = pytest.importorskip("mitigv.perturbations")  # the packaged peer (VCD's reference indexing, abar[T])
+    torch.manual_seed(3)
+    assert torch.equal(mitigv.DiffusionNoisePerturbation(noise_step=500)(x), pnd.vcd_noise(x, 500, seed=3))
+
+
+@pytest.mark.parametrize("bad", [-1, 1000, 2.5, True, "500"])
+def test_vcd_noise_step_is_checked(bad):
+    with pytest.raises(ValueError, match="noise_step must be an integer in"):
+        pnd.vcd_noise(torch.zeros(2), bad)
+    with pytest.raises(ValueError, match="noise_step must be an integer in"):
+        pnd.PriorNormalized(1.0, prior="noise", noise_step=bad)
+
+
+# --- combine="contrastive" and M3ID on pnd's own priors ---
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_contrastive_greedy_matches_brute_force(tiny, model_type):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    out = run(model, inputs, pnd.PriorNormalized(0.8, combine="contrastive", plausibility=0.1), min_new_tokens=STEPS)
+    assert_greedy(model, inputs, out, contrastive(0.8, 0.1), masked_prior)
+
+
+@pytest.mark.parametrize("model_type, prior, gate", [("llava_onevision", "text", 1.0), ("llava_onevision", "masked", GATE),
+                                                     ("qwen2_vl", "text", 0.3)])
+def test_m3id_greedy_matches_brute_force(tiny, model_type, prior, gate):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    out = run(model, inputs, pnd.M3ID(forgetting_rate=0.6, gate=gate, prior=prior), min_new_tokens=STEPS)
+    assert_greedy(model, inputs, out, m3id(0.6, gate), text_prior if prior == "text" else masked_prior)
+
+
+def test_m3id_changes_decoding_and_its_gate_matters(tiny):
+    """Guard against vacuous references: the correction changes tokens, and the gate keeps some steps' rows as they
+    are and lets others through."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    plain, _ = method_greedy(model, inputs, STEPS, prior_combine(0.0), text_prior, banned=eos(model))
+    full, full_scores = method_greedy(model, inputs, STEPS, m3id(0.6, 1.0), text_prior, banned=eos(model))
+    _, gated_scores = method_greedy(model, inputs, STEPS, m3id(0.6, GATE), text_prior, banned=eos(model))
+    assert not torch.equal(plain, full)
+    same = [torch.equal(a[row], b[row]) for a, b in zip(full_scores, gated_scores) for row in range(a.shape[0])]
+    assert any(same) and not all(same)
+
+
+def beam_check(model, inputs, out, combine, prior):
+    """Each returned beam's score is the reference's per-step scores summed along it, over its length."""
+    prompt_len = inputs["input_ids"].shape[1]
+    for row in range(out.sequences.shape[0]):
+        generated = out.sequences[row, prompt_len:]
+        length = int((generated == eos(model)[0]).nonzero()[0, 0]) + 1 if (generated == eos(model)[0]).any() \
+            else len(generated)
+        scores = method_forced(model, inputs, generated[None, :length], combine, prior)[0]
+        total = scores.gather(1, generated[:length, None]).sum()
+        torch.testing.assert_close(out.sequences_scores[row], total / length, atol=2e-4, rtol=0)
+
+
+def sampling_check(model, inputs, out, combine, prior):
+    generated = out.sequences[:, inputs["input_ids"].shape[1] :]
+    assert_scores(model, torch.stack(out.scores, 1), method_forced(model, inputs, generated, combine, prior))
+
+
+BEAM = {"num_beams": 3, "num_return_sequences": 2, "length_penalty": 1.0}
+SAMPLE = {"do_sample": True, "top_k": 0, "top_p": 1.0, "temperature": 1.0, "min_new_tokens": STEPS}
+
+
+@pytest.mark.parametrize("method", ["contrastive", "m3id"])
+def test_beam_search_and_sampling_match_brute_force(tiny, method):
+    model, processor = tiny("llava_onevision")
+    one, batch = (tiny_inputs(processor, "llava_onevision", prompts) for prompts in (PROMPTS[:1], PROMPTS))
+    if method == "contrastive":
+        make, combine, prior = lambda: pnd.PriorNormalized(0.7, combine="contrastive"), contrastive(0.7), masked_prior
+    else:
+        make, combine, prior = lambda: pnd.M3ID(forgetting_rate=0.5, gate=1.0), m3id(0.5, 1.0), text_prior
+    beam_check(model, one, run(model, one, make(), **BEAM), combine, prior)
+    torch.manual_seed(3)
+    sampling_check(model, batch, run(model, batch, make(), **SAMPLE), combine, prior)
+
+
+@pytest.mark.parametrize("alpha", [0.5, 1.0])
+def test_contrastive_is_prior_at_alpha_over_one_plus_alpha(tiny, alpha):
+    """docs/methods.md: contrastive alpha a ranks as prior alpha a / (1 + a) (greedy, beam search: the scores are
+    (1 + a) times the prior's), and samples as it at temperature 1 / (1 + a)."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    contrastive_, prior_ = pnd.PriorNormalized(alpha, combine="contrastive"), pnd.PriorNormalized(alpha / (1 + alpha))
+    for kwargs in ({}, BEAM):
+        a, b = run(model, inputs, contrastive_, **kwargs), run(model, inputs, prior_, **kwargs)
+        assert torch.equal(a.sequences, b.sequences)
+        if kwargs:
+            torch.testing.assert_close(a.sequences_scores, (1 + alpha) * b.sequences_scores, atol=1e-4, rtol=0)
+        else:
+            for x, y in zip(a.scores, b.scores):
+                torch.testing.assert_close(x, (1 + alpha) * y, atol=1e-4, rtol=0)
+    sampled = []
+    for processor_, temperature in ((contrastive_, 1.0), (prior_, 1 / (1 + alpha))):
+        torch.manual_seed(5)
+        sampled.append(run(model, inputs, processor_, do_sample=True, top_k=0, temperature=temperature).sequences)
+    assert torch.equal(*sampled)
+
+
+@pytest.mark.parametrize("mode", ["greedy", "beam", "sample"])
+def test_zero_weight_is_plain_generate(tiny, mode):
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    kwargs = {"greedy": {}, "beam": {"num_beams": 3}, "sample": {"do_sample": True, "top_k": 20}}[mode]
+    torch.manual_seed(0)
+    plain = model.generate(**inputs, max_new_tokens=STEPS, return_dict_in_generate=True, output_scores=True,
+                           **{"do_sample": False, **kwargs})
+    processors = [(pnd.PriorNormalized(0.0, combine="contrastive"), {}), (pnd.M3ID(forgetting_rate=0), {}),
+                  (pnd.PriorNormalized(0.0, prior="noise"), {}),
+                  (pnd.PriorNormalized(0.0, prior="inputs"), {"prior_inputs": icd(processor, "llava_onevision")})]
+    for processor_, extra in processors:
+        torch.manual_seed(0)
+        ours = run(model, inputs, processor_, **kwargs, **extra)
+        assert torch.equal(plain.sequences, ours.sequences)
+        assert all(torch.equal(a, b) for a, b in zip(plain.scores, ours.scores))
+
+
+# --- contrast priors: prior="inputs" (ICD, any other prompt) and prior="noise" (VCD) ---
+def text_only(processor, prompts):
+    texts = [processor.apply_chat_template([{"role": "user", "content": [{"type": "text", "text": p}]}],
+                                           add_generation_prompt=True) for p in prompts]
+    return processor(text=texts, return_tensors="pt", padding=True)
+
+
+def contrast_case(processor, model_type, inputs, kind):
+    """(the PriorNormalized, generate's extra arguments, the reference's contrast inputs) of a contrast `kind`."""
+    if kind == "noise":
+        return pnd.PriorNormalized(1.0, prior="noise", combine="contrastive", plausibility=0.1), {}, noised(inputs)
+    contrast = {"icd": lambda: icd(processor, model_type),  # longer than the prompt: the prompt gets padded
+                "shorter": lambda: tiny_inputs(processor, model_type, ("a", "b c"), seed=5),  # other videos
+                "text": lambda: text_only(processor, ("Describe it.", "what colour?"))}[kind]()
+    return pnd.PriorNormalized(1.0, prior="inputs", combine="contrastive"), {"prior_inputs": contrast}, contrast
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+@pytest.mark.parametrize("kind", ["icd", "shorter", "text", "noise"])
+def test_contrast_greedy_matches_brute_force(tiny, model_type, kind):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    normalizer, extra, contrast = contrast_case(processor, model_type, inputs, kind)
+    longer = contrast["input_ids"].shape[1] > inputs["input_ids"].shape[1]
+    assert longer == (kind == "icd") and (kind != "noise" or contrast["input_ids"] is inputs["input_ids"])
+    out = run(model, inputs, normalizer, min_new_tokens=STEPS, **extra)
+    assert_greedy(model, inputs, out, contrastive(1.0, normalizer.plausibility), contrast_prior(contrast))
+
+
+def test_contrast_beam_search_and_sampling_match_brute_force(tiny):
+    model, processor = tiny("llava_onevision")
+    one, batch = (tiny_inputs(processor, "llava_onevision", prompts) for prompts in (PROMPTS[:1], PROMPTS))
+    make = functools.partial(pnd.PriorNormalized, 0.6, prior="inputs", combine="contrastive")
+    contrast = icd(processor, "llava_onevision", PROMPTS[:1])
+    beam_check(model, one, run(model, one, make(), prior_inputs=contrast, **BEAM), contrastive(0.6),
+               contrast_prior(contrast))
+    contrast = icd(processor, "llava_onevision")
+    torch.manual_seed(3)
+    out = run(model, batch, make(), prior_inputs=contrast, **SAMPLE)
+    sampling_check(model, batch, out, contrastive(0.6), contrast_prior(contrast))
+    _, _, noise = contrast_case(processor, "llava_onevision", one, "noise")
+    beam_check(model, one, run(model, one, pnd.PriorNormalized(0.6, prior="noise"), **BEAM), prior_combine(0.6),
+               contrast_prior(noise))
+
+
+def test_icd_inputs_puts_the_instruction_first_in_the_user_text(tiny):
+    _, processor = tiny("llava_onevision")
+    conversation = messages("Describe the video.")
+    contrast = pnd.icd_inputs(processor, conversation, instruction="Be vague.", videos=[random_video(0, frames=4)])
+    text = processor.tokenizer.decode(contrast["input_ids"][0])
+    plain = processor.tokenizer.decode(tiny_inputs(processor, "llava_onevision", PROMPTS[:1])["input_ids"][0])
+    assert plain.replace("Describe the video.", "Be vague. Describe the video.") == text
+    assert conversation == messages("Describe the video.")  # the caller's messages are left as they were
+
+
+def test_contrast_inputs_are_checked(tiny):
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    contrast = icd(processor, "llava_onevision")
+    pnd.attach(model)
+    inputs_prior = pnd.PriorNormalized(1.0, prior="inputs")
+    cases = [
+        ({"logits_processor": [pnd.PriorNormalized(0.5)], "prior_inputs": contrast}, "only PriorNormalized.*'inputs'"),
+        ({"prior_inputs": contrast}, "no PriorNormalized"),
+        ({"logits_processor": [inputs_prior]}, "needs the contrast prompt"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": {k: v[:1] for k, v in contrast.items()}}, "one row per"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": contrast["input_ids"]}, "processor's outputs"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": {**contrast, "attention_mask": contrast[
+            "attention_mask"].flip(1)}}, "end with padding"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": contrast, "cache_implementation": "static"}, "static"),
+        ({"logits_processor": [pnd.PriorNormalized(1.0, prior="noise")], "pixel_values_videos": None}, "none of"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            model.generate(**{**inputs, **kwargs}, max_new_tokens=2)
+    with pytest.raises(ValueError, match="combine must be one of"):
+        pnd.PriorNormalized(0.5, combine="vcd")
+    with pytest.raises(ValueError, match="gate must be"):
+        pnd.M3ID(gate=0)
+    with pytest.raises(ValueError, match="M3ID's prior must be"):
+        pnd.M3ID(prior="blank")
