@@ -233,6 +233,16 @@ def test_contrast_greedy_matches_brute_force(tiny, model_type, kind):
     assert longer == (kind == "icd") and (kind != "noise" or contrast["input_ids"] is inputs["input_ids"])
     out = run(model, inputs, normalizer, min_new_tokens=STEPS, **extra)
     assert_greedy(model, inputs, out, contrastive(1.0, normalizer.plausibility), contrast_prior(contrast))
+    assert out.past_key_values.get_seq_length() == out.sequences.shape[1] - 1  # the prompt as given, no padding
+
+
+def test_contrast_priors_change_decoding(tiny):
+    """Guard against a vacuous reference: ICD's, VCD's and pnd's masked prior each decode other tokens."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    priors = [masked_prior, contrast_prior(icd(processor, "llava_onevision")), contrast_prior(noised(inputs))]
+    decoded = [method_greedy(model, inputs, STEPS, contrastive(1.0), prior)[0] for prior in priors]
+    assert all(not torch.equal(a, b) for i, a in enumerate(decoded) for b in decoded[i + 1 :])
 
 
 def test_contrast_beam_search_and_sampling_match_brute_force(tiny):

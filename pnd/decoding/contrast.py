@@ -26,6 +26,7 @@ import copy
 from collections.abc import Mapping
 
 import torch
+from transformers import DynamicLayer
 
 from .._compat import cache_from_layers, layer_states, map_states
 from .prior import PriorPrefill, default_position_ids
@@ -116,8 +117,9 @@ def _disturbed(conversation, instruction: str) -> list:
     return conversation
 
 
-def prepare_contrast(model, architecture, normalizer, args: tuple, kwargs: dict, prior_inputs) -> tuple[dict | None, int]:
-    """Check `prior_inputs` against the processor's prior mode and build the contrast inputs of a generate call.
+def prepare_contrast(architecture, normalizer, config, args: tuple, kwargs: dict, prior_inputs) -> tuple[dict | None, int]:
+    """Check `prior_inputs` against the processor's prior mode and build the contrast inputs of a generate call
+    (`config`: its generation config).
 
     Returns (contrast inputs, one row per prompt, or None for the other priors; the left padding added to the
     conditioned prompt in `kwargs`, in place, to the contrast's length)."""
@@ -132,12 +134,10 @@ def prepare_contrast(model, architecture, normalizer, args: tuple, kwargs: dict,
     if args:
         raise ValueError(f"PriorNormalized(prior={prior!r}) takes the prompt by keyword: "
                          "model.generate(input_ids=..., ...) or model.generate(**inputs, ...).")
-    if kwargs.get("past_key_values") is not None or kwargs.get("cache_implementation") == "static":
+    if kwargs.get("past_key_values") is not None or config.cache_implementation == "static":
         raise ValueError(f"PriorNormalized(prior={prior!r}) does not support past_key_values or "
-                         "cache_implementation='static' yet: use the default dynamic cache and the whole prompt.")
-    if getattr(model.generation_config, "cache_implementation", None) == "static":
-        raise ValueError(f"PriorNormalized(prior={prior!r}) does not support the model's generation_config."
-                         "cache_implementation='static' yet: pass generate(..., cache_implementation='dynamic').")
+                         "cache_implementation='static' (from generate's arguments or the model's generation_config) "
+                         "yet: pass the whole prompt, with the default dynamic cache (cache_implementation='dynamic').")
     if kwargs.get("input_ids") is None:
         raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")
     if prior == "noise":
@@ -212,11 +212,16 @@ def contrast_prefill(model, forward, contrast: dict, prefill_kwargs: dict) -> Pr
 
 
 def without_padding(out, pad: int):
-    """`generate`'s output with the `pad` slots `_padded` put before the conditioned prompt cut off its sequences."""
+    """`generate`'s output with the `pad` slots `_padded` put before the conditioned prompt cut off its sequences and
+    its returned cache's full-attention layers (padding in every row: the cache of the prompt as given)."""
     if not pad:
         return out
     if torch.is_tensor(out):
         return out[:, pad:]
     out.sequences = out.sequences[:, pad:]
+    cache = getattr(out, "past_key_values", None)
+    for layer in getattr(cache, "layers", ()):
+        if type(layer) is DynamicLayer and layer.keys is not None and layer.keys.ndim == 4:
+            layer.keys, layer.values = layer.keys[:, :, pad:], layer.values[:, :, pad:]
     return out
 

@@ -140,7 +140,7 @@ def _generate(model, attachment: Attachment, *args, logits_processor=None, prior
     normalizer = normalizers[0]
     needs_prior = normalizer.needs_prior  # alpha=0 is plain generate, for every argument
     generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1)
-    generation.contrast, pad = prepare_contrast(model, attachment.architecture, normalizer, args, kwargs, prior_inputs)
+    generation.contrast, pad = prepare_contrast(attachment.architecture, normalizer, config, args, kwargs, prior_inputs)
     if needs_prior:
         _refuse_unsupported(config, kwargs)
         check_unpadded(model.config.get_text_config(decoder=True), kwargs.get("attention_mask"),
