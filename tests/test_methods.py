@@ -297,3 +297,44 @@ def test_contrast_inputs_are_checked(tiny):
         pnd.M3ID(gate=0)
     with pytest.raises(ValueError, match="M3ID's prior must be"):
         pnd.M3ID(prior="blank")
+
+
+# --- the registry of methods and its front ends ---
+def test_registry_builds_each_papers_processor_with_its_defaults():
+    from pnd.decoding.methods import METHODS, method
+
+    assert sorted(METHODS) == ["cpn", "icd", "m3id", "vcd"]
+    assert repr(method("cpn").processor()) == repr(pnd.PriorNormalized(0.5))
+    assert repr(method("vcd").processor()) == repr(pnd.PriorNormalized(1.0, prior="noise", plausibility=0.1,
+                                                                        combine="contrastive", noise_step=500, seed=0))
+    assert repr(method("icd").processor()) == repr(pnd.PriorNormalized(1.0, prior="inputs", plausibility=0.1,
+                                                                        combine="contrastive"))
+    assert repr(method("m3id").processor(gate="0.5")) == repr(pnd.M3ID(0.02, 0.5, prior="text"))
+    assert method("icd").contrast_text("Describe.") == ("You are a confused object detector to provide a fuzzy "
+                                                        "overview or impression of the image. Describe.")
+    with pytest.raises(ValueError, match="has no setting 'alpha'; its settings"):
+        method("m3id").processor(alpha=1)
+    with pytest.raises(ValueError, match="noise_step must be of type int"):
+        method("vcd").processor(noise_step="many")
+    with pytest.raises(ValueError, match="Unknown decoding method 'dola'"):
+        method("dola")
+
+
+@pytest.mark.parametrize("name", ["vcd", "icd", "m3id"])
+def test_generate_captions_runs_each_method(tiny, name):
+    from pnd.decoding.captioning import generate_captions
+    from pnd.io.prompts import video_prompt
+
+    model, processor = tiny("llava_onevision")
+    video = random_video(0, frames=4)
+    settings = {"m3id": {"forgetting_rate": 0.6, "gate": 1.0}}.get(name, {})
+    caption = generate_captions(pnd.attach(model), processor, [video], None, max_new_tokens=STEPS, method=name,
+                                settings=settings)[0]
+    inputs = processor(text=[video_prompt(processor, "Describe the video.")], videos=[video], return_tensors="pt")
+    combine, prior = {"vcd": (contrastive(1.0, 0.1), contrast_prior(noised(inputs))),
+                      "icd": (contrastive(1.0, 0.1), contrast_prior(icd(processor, "llava_onevision", PROMPTS[:1]))),
+                      "m3id": (m3id(0.6, 1.0), text_prior)}[name]
+    tokens, _ = method_greedy(model, inputs, STEPS, combine, prior)
+    tokens = tokens[0].tolist()
+    tokens = tokens[: tokens.index(eos(model)[0]) + 1] if eos(model)[0] in tokens else tokens
+    assert caption == processor.decode(tokens, skip_special_tokens=True).strip()
