@@ -2,6 +2,7 @@
 formulas: at every step one from-scratch forward of the conditioned input and one of the contrast input (or prior)."""
 
 import functools
+import json
 import math
 
 import pytest
@@ -338,3 +339,85 @@ def test_generate_captions_runs_each_method(tiny, name):
     tokens = tokens[0].tolist()
     tokens = tokens[: tokens.index(eos(model)[0]) + 1] if eos(model)[0] in tokens else tokens
     assert caption == processor.decode(tokens, skip_special_tokens=True).strip()
+
+
+def test_pnd_caption_method(tmp_path, no_model):
+    """`pnd caption --method`: the settings are checked before any model loads."""
+    from pnd.cli import main
+
+    from helpers import write_mp4
+
+    write_mp4(tmp_path / "a.mp4", 4)
+    for args, message in [(["--method", "m3id", "--alpha", "1"], "'m3id' has no setting 'alpha'"),
+                          (["--method", "vcd", "--method-args", "noise_step=2000"], "noise_step must be an integer in"),
+                          (["--method", "vcd", "--method-args", "noise_step"], "key=value pairs")]:
+        with pytest.raises(SystemExit, match=message):
+            main(["caption", str(tmp_path / "a.mp4"), "--out", str(tmp_path / "c.jsonl"), *args])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4"]
+
+
+@pytest.mark.parametrize("name, settings", [("icd", "alpha=0.5"), ("m3id", "forgetting_rate=0.5,gate=1")])
+def test_pnd_caption_method_records(tmp_path, name, settings):
+    """`pnd caption --method` writes what generate_captions (checked against the reference above) gives."""
+    from pnd.cli import main
+    from pnd.decoding.captioning import generate_captions
+    from pnd.decoding.methods import method, parse_settings
+    from pnd.demo import load_demo_model
+    from pnd.io.video import read_video
+
+    from helpers import write_mp4
+
+    write_mp4(tmp_path / "a.mp4", 8)
+    out = tmp_path / "c.jsonl"
+    main(["caption", str(tmp_path / "a.mp4"), "--out", str(out), "--method", name, "--method-args", settings,
+          "--max-new-tokens", "6", "--workers", "0"])
+    record = json.loads(out.read_text().splitlines()[0])
+    model, processor = load_demo_model()
+    want = generate_captions(pnd.attach(model), processor, [read_video(tmp_path / "a.mp4", 8)], None, max_new_tokens=6,
+                             method=name, settings=parse_settings(settings))[0]
+    assert record["caption"] == want and record["method"] == name
+    assert record["settings"] == method(name).settings(**parse_settings(settings))
+    pnd.detach(model)
+
+
+@pytest.mark.parametrize("args", [{"method": "icd", "alpha": 0.5}, {"method": "vcd", "noise_step": 250},
+                                  {"method": "m3id", "forgetting_rate": "0.5", "gate": 1}])
+def test_lmms_eval_model_args_method(tmp_path, args):
+    """lmms-eval's pnd_hf with model_args method=...: generate_until equals the brute-force reference."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from PIL import Image
+
+    from pnd.integrations.lmms_eval import PndHf
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model("llava_onevision")
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    lm = PndHf(pretrained=str(tmp_path / "model"), device="cpu", **args)
+    image = Image.fromarray(np.random.default_rng(3).integers(0, 256, (40, 48, 3), dtype=np.uint8))
+    lm.task_dict = {"t": {"test": [{"image": image}]}}
+    question = "Is there a cat? Please answer yes or no."
+    request = SimpleNamespace(args=(question, {"max_new_tokens": STEPS}, lambda doc: [doc["image"]], 0, "t", "test"))
+    generated = lm.generate_until([request])
+
+    def inputs_for(text):
+        prompt = processor.apply_chat_template([{"role": "user", "content": [{"type": "image"},
+                                                                            {"type": "text", "text": text}]}],
+                                               add_generation_prompt=True)
+        return processor(text=[prompt], images=[[image]], return_tensors="pt")
+
+    inputs = inputs_for(question)
+    combine, prior = {"icd": (contrastive(0.5, 0.1), contrast_prior(inputs_for(pnd.decoding.contrast.ICD_INSTRUCTION
+                                                                               + " " + question))),
+                      "vcd": (contrastive(1.0, 0.1), contrast_prior(noised(inputs, 250))),
+                      "m3id": (m3id(0.5, 1.0), text_prior)}[args["method"]]
+    tokens = method_greedy(model, inputs, STEPS, combine, prior)[0][0].tolist()
+    tokens = tokens[: tokens.index(eos(model)[0]) + 1] if eos(model)[0] in tokens else tokens
+    assert generated == [processor.decode(tokens, skip_special_tokens=True)]
+    if args["method"] == "icd":
+        with pytest.raises(ValueError, match="loglikelihood scores with prior normalization"):
+            lm.loglikelihood([SimpleNamespace(args=(question, " yes", lambda doc: [doc["image"]], 0, "t", "test"))])
+    with pytest.raises(TypeError, match=r"unknown model_args \['noise_step'\] \(method=cpn also takes alpha, prior"):
+        PndHf(pretrained=str(tmp_path / "model"), device="cpu", noise_step=3)
