@@ -421,3 +421,52 @@ def test_lmms_eval_model_args_method(tmp_path, args):
             lm.loglikelihood([SimpleNamespace(args=(question, " yes", lambda doc: [doc["image"]], 0, "t", "test"))])
     with pytest.raises(TypeError, match=r"unknown model_args \['noise_step'\] \(method=cpn also takes alpha, prior"):
         PndHf(pretrained=str(tmp_path / "model"), device="cpu", noise_step=3)
+
+
+FAKE_LMMS_EVAL = '''
+import argparse, json, pathlib, sys
+parser = argparse.ArgumentParser()
+for name in ("--model", "--model_args", "--tasks", "--batch_size", "--output_path", "--include_path"):
+    parser.add_argument(name)
+parser.add_argument("--log_samples", action="store_true")
+args = parser.parse_args()
+out = pathlib.Path(args.output_path)
+with open(out.parent.parent / "calls.txt", "a") as calls:
+    calls.write(args.model_args + "\\n")
+value = len(args.model_args) / 100  # what the sweep must report for this run
+tasks = args.tasks.split(",")
+(out / "x_results.json").write_text(json.dumps({
+    "results": {t: {"accuracy,none": value} for t in tasks},
+    "configs": {t: {"metric_list": [{"metric": "accuracy"}]} for t in tasks}}))
+for t in tasks:
+    (out / f"x_samples_{t}.jsonl").write_text(json.dumps({"doc_id": 0, "filtered_resps": [args.model_args]}) + "\\n")
+'''
+
+
+def test_pnd_sweep_methods(tmp_path):
+    """`pnd sweep --methods`: one lmms-eval run per method and alpha (m3id once, at its defaults), each with its
+    model_args, and the table holds what each run reported (a stand-in for lmms-eval writes its files)."""
+    import csv
+    import sys
+
+    from pnd.cli import main
+
+    fake = tmp_path / "fake_lmms_eval.py"
+    fake.write_text(FAKE_LMMS_EVAL)
+    argv = ["sweep", "--model", "pnd_hf", "--model-args", "pretrained=m", "--tasks", "t", "--alphas", "0.5",
+            "--launcher", f"{sys.executable} {fake}", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--methods", "cpn,vcd,m3id"]) == 0
+    calls = (tmp_path / "out" / "calls.txt").read_text().split()
+    assert calls == ["pretrained=m,alpha=0", "pretrained=m,alpha=0.5", "pretrained=m,method=vcd,alpha=0.5",
+                     "pretrained=m,method=m3id"]
+    assert sorted(p.name for p in (tmp_path / "out" / "runs").iterdir()) == ["alpha0", "alpha0.5", "m3id",
+                                                                             "vcd-alpha0.5"]
+    rows = list(csv.DictReader((tmp_path / "out" / "sweep.csv").read_text().splitlines()))
+    assert [(r["method"], r["alpha"], float(r["value"])) for r in rows] == [
+        ("", "0.0", len(c) / 100) if i == 0 else ("", "0.5", len(c) / 100) if i == 1 else
+        (c.split("method=")[1].split(",")[0], "0.5" if "alpha" in c else "", len(c) / 100) for i, c in enumerate(calls)]
+    assert "| task | metric | alpha 0 (plain) | alpha 0.5 | vcd alpha 0.5 | m3id |" in (tmp_path / "out" / "sweep.md").read_text()
+    for extra, message in [(["--methods", "dola"], "--methods takes names among"),
+                           (["--model-args", "pretrained=m,method=vcd"], "sets method; leave it out")]:
+        with pytest.raises(SystemExit, match=message):
+            main([*argv, *extra])
