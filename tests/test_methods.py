@@ -470,3 +470,22 @@ def test_pnd_sweep_methods(tmp_path):
                            (["--model-args", "pretrained=m,method=vcd"], "sets method; leave it out")]:
         with pytest.raises(SystemExit, match=message):
             main([*argv, *extra])
+
+
+@pytest.mark.parametrize("model_type", ["gemma3", "qwen3_5", "internvl"])
+@pytest.mark.parametrize("longer", [True, False])
+def test_contrast_of_another_length_on_other_layouts(tiny, model_type, longer):
+    """A per-token input padded with the prompt and sliding-window layers (Gemma 3), recurrent layers (Qwen3.5), a
+    family whose expansion the bound processor reports (InternVL): a contrast prompt longer than the prompt (the
+    prompt padded) or shorter (the contrast padded), on images of its own."""
+    from pnd.testing import VIDEO_ARCHITECTURES
+
+    model, processor = tiny(model_type)
+    image = model_type not in VIDEO_ARCHITECTURES
+    inputs = tiny_inputs(processor, model_type, PROMPTS, image=image)
+    prompts = ("Be vague and say very little. " + PROMPTS[0], "Be vague. " + PROMPTS[1]) if longer else ("a", "b c")
+    contrast = tiny_inputs(processor, model_type, prompts, seed=4, image=image)
+    assert (contrast["input_ids"].shape[1] > inputs["input_ids"].shape[1]) == longer
+    out = run(model, inputs, pnd.PriorNormalized(0.8, prior="inputs", combine="contrastive"), prior_inputs=contrast,
+              min_new_tokens=STEPS)
+    assert_greedy(model, inputs, out, contrastive(0.8), contrast_prior(contrast))

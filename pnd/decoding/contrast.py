@@ -187,7 +187,7 @@ def _padded(architecture, kwargs: dict, contrast: dict) -> tuple[dict, int]:
         if extra:
             ids = inputs["input_ids"]  # padding ids: the row's last token, text (a visual id would be read as one)
             inputs["input_ids"] = torch.cat([ids[:, -1:].expand(-1, extra), ids], 1)
-            for key in ("attention_mask", "token_type_ids", *architecture.token_inputs):
+            for key in dict.fromkeys(("attention_mask", "token_type_ids", *architecture.token_inputs)):  # each once
                 if torch.is_tensor(inputs.get(key)):
                     inputs[key] = torch.nn.functional.pad(inputs[key], (extra, 0), value=0)
     return contrast, pad
