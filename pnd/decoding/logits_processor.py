@@ -32,10 +32,14 @@ CONTRAST_PRIORS = ("inputs", "noise")  # priors from another input run through t
 
 class PairedProcessor(LogitsProcessor):
     """A logits processor that reads the prior logits of an attached model's paired forward (`pnd.attach`): one per
-    `generate` call. Subclasses set `prior` (the prior mode) and `needs_prior` (False: plain decoding, no prior rows)."""
+    `generate` call. Subclasses set `prior` (the prior mode) and `needs_prior` (False: plain decoding, no prior rows).
+    Only settings live on the processor: the state of a call is its `Generation` (docs/design.md §3.9)."""
 
     prior: str = "masked"
-    needs_prior: bool = True
+
+    @property
+    def needs_prior(self) -> bool:
+        return True
 
     def running(self) -> Generation:
         """The running `generate` call's state, or the error that says how to use the processor."""
@@ -111,7 +115,10 @@ class PriorNormalized(PairedProcessor):
         self.plausibility = beta
         self.combine = combine
         self.noise_step, self.seed = noise_step, seed
-        self.needs_prior = self.alpha > 0  # alpha=0 is plain generate, for every argument
+
+    @property
+    def needs_prior(self) -> bool:
+        return self.alpha > 0  # alpha=0 is plain generate, for every argument
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         generation = self.running()

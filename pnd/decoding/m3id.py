@@ -50,7 +50,10 @@ class M3ID(PairedProcessor):
         if prior not in M3ID_PRIORS:
             raise ValueError(f"M3ID's prior must be one of {', '.join(map(repr, M3ID_PRIORS))}, got {prior!r}.")
         self.forgetting_rate, self.gate, self.prior = rate, threshold, prior
-        self.needs_prior = rate > 0
+
+    @property
+    def needs_prior(self) -> bool:
+        return self.forgetting_rate > 0  # 0: plain generate
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         generation = self.running()
