@@ -181,6 +181,9 @@ def _padded(architecture, kwargs: dict, contrast: dict) -> tuple[dict, int]:
     padding added to the conditioned prompt."""
     length = max(kwargs["input_ids"].shape[1], contrast["input_ids"].shape[1])
     pad = length - kwargs["input_ids"].shape[1]
+    if pad and kwargs.get("position_ids") is not None:
+        raise ValueError("generate got position_ids, but the contrast prompt is longer than the prompt, which pnd pads to "
+                         "its length: leave position_ids out (generate computes them).")
     for inputs in (kwargs, contrast):
         inputs.setdefault("attention_mask", torch.ones_like(inputs["input_ids"]))
         extra = length - inputs["input_ids"].shape[1]
@@ -198,10 +201,11 @@ def contrast_prefill(model, forward, contrast: dict, prefill_kwargs: dict) -> Pr
     each row repeated as `generate` repeated the conditioned prompt's (beams, returned sequences)."""
     ids, mask = contrast["input_ids"], contrast["attention_mask"]
     repeats = prefill_kwargs["input_ids"].shape[0] // ids.shape[0]
-    others = {k: v for k, v in contrast.items() if k not in ("input_ids", "attention_mask")}
-    positions = default_position_ids(model, ids, mask, **others)
+    others = {k: v for k, v in contrast.items() if k not in ("input_ids", "attention_mask", "position_ids")}
+    positions = default_position_ids(model, ids, mask, **others)  # as generate gives them (a given one is generate's)
     cache = cache_from_layers(model.config.get_text_config(decoder=True))
-    outputs = forward(**contrast, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    outputs = forward(**{**contrast, "position_ids": positions, "past_key_values": cache, "use_cache": True,
+                         "logits_to_keep": 1})
 
     def rows(t: torch.Tensor, dim: int = 0) -> torch.Tensor:
         return t.repeat_interleave(repeats, dim=dim) if repeats > 1 else t
