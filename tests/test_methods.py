@@ -287,6 +287,8 @@ def test_contrast_inputs_are_checked(tiny):
         ({"logits_processor": [inputs_prior], "prior_inputs": {**contrast, "attention_mask": contrast[
             "attention_mask"].flip(1)}}, "end with padding"),
         ({"logits_processor": [inputs_prior], "prior_inputs": contrast, "cache_implementation": "static"}, "static"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": contrast, "position_ids": inputs["attention_mask"]},
+         "leave position_ids out"),
         ({"logits_processor": [pnd.PriorNormalized(1.0, prior="noise")], "pixel_values_videos": None}, "none of"),
     ]
     for kwargs, message in cases:
