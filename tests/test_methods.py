@@ -5,6 +5,7 @@ import functools
 import json
 import math
 
+import PIL.Image
 import pytest
 import torch
 
@@ -270,6 +271,14 @@ def test_icd_inputs_puts_the_instruction_first_in_the_user_text(tiny):
     plain = processor.tokenizer.decode(tiny_inputs(processor, "llava_onevision", PROMPTS[:1])["input_ids"][0])
     assert plain.replace("Describe the video.", "Be vague. Describe the video.") == text
     assert conversation == messages("Describe the video.")  # the caller's messages are left as they were
+    image = PIL.Image.fromarray(random_video(1, frames=1)[0].permute(1, 2, 0).numpy())  # visuals in the messages
+    inline = [{"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": "Describe."}]}]
+    contrast = pnd.icd_inputs(processor, inline, instruction="Be vague.")
+    plain = processor(text=[processor.apply_chat_template(inline, add_generation_prompt=True)], images=[image],
+                      return_tensors="pt")
+    assert processor.tokenizer.decode(contrast["input_ids"][0]) == processor.tokenizer.decode(
+        plain["input_ids"][0]).replace("Describe.", "Be vague. Describe.")
+    assert torch.equal(contrast["pixel_values"], plain["pixel_values"])
 
 
 def test_contrast_inputs_are_checked(tiny):

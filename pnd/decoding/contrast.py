@@ -79,7 +79,9 @@ def icd_inputs(processor, messages, instruction: str = ICD_INSTRUCTION, **proces
             `processor.apply_chat_template` for the conditioned prompt.
         instruction: the disturbance instruction (ICD's default).
         **processor_kwargs: the processor's other arguments, as for the conditioned prompt (`videos=...`,
-            `images=...`); `return_tensors` defaults to "pt", `padding` to True.
+            `images=...`); `return_tensors` defaults to "pt", `padding` to True. Without `images` / `videos` the
+            visuals are read from the messages (`{"type": "image", "image": ...}`), as
+            `processor.apply_chat_template(..., tokenize=True)` reads them.
 
     Returns:
         The processor's outputs: pass them as `generate(..., prior_inputs=...)` with
@@ -88,11 +90,13 @@ def icd_inputs(processor, messages, instruction: str = ICD_INSTRUCTION, **proces
     if not isinstance(instruction, str) or not instruction.strip():
         raise ValueError(f"instruction must be a non-empty string, got {instruction!r}.")
     batch = isinstance(messages, (list, tuple)) and bool(messages) and isinstance(messages[0], (list, tuple))
-    conversations = messages if batch else [messages]
-    texts = [processor.apply_chat_template(_disturbed(c, instruction), add_generation_prompt=True)
-             for c in conversations]
+    conversations = [_disturbed(c, instruction) for c in (messages if batch else [messages])]
     processor_kwargs.setdefault("return_tensors", "pt")
     processor_kwargs.setdefault("padding", True)
+    if not any(key in processor_kwargs for key in ("images", "videos")):  # the visuals are in the messages
+        return processor.apply_chat_template(conversations if batch else conversations[0], add_generation_prompt=True,
+                                             tokenize=True, return_dict=True, **processor_kwargs)
+    texts = [processor.apply_chat_template(c, add_generation_prompt=True) for c in conversations]
     return processor(text=texts, **processor_kwargs)
 
 
