@@ -298,11 +298,19 @@ def test_contrast_inputs_are_checked(tiny):
         ({"logits_processor": [inputs_prior], "prior_inputs": contrast, "cache_implementation": "static"}, "static"),
         ({"logits_processor": [inputs_prior], "prior_inputs": contrast, "position_ids": inputs["attention_mask"]},
          "leave position_ids out"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": {**contrast, "pixel_values_videos": contrast[
+            "pixel_values_videos"] * float("nan")}}, "prior_inputs.*NaN|NaN.*prior_inputs"),
         ({"logits_processor": [pnd.PriorNormalized(1.0, prior="noise")], "pixel_values_videos": None}, "none of"),
     ]
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
             model.generate(**{**inputs, **kwargs}, max_new_tokens=2)
+    # no attention mask (None): every slot of the prompt attended, the padding pnd adds masked, as the reference has it
+    alone = {k: v[:1] for k, v in tiny_inputs(processor, "llava_onevision", PROMPTS[:1]).items()}
+    alone_contrast = icd(processor, "llava_onevision", PROMPTS[:1])
+    out = run(model, {**alone, "attention_mask": None}, pnd.PriorNormalized(1.0, prior="inputs", combine="contrastive"),
+              prior_inputs={**alone_contrast, "attention_mask": None}, min_new_tokens=STEPS)
+    assert_greedy(model, alone, out, contrastive(1.0), contrast_prior(alone_contrast))
     with pytest.raises(ValueError, match="combine must be one of"):
         pnd.PriorNormalized(0.5, combine="vcd")
     with pytest.raises(ValueError, match="gate must be"):

@@ -29,6 +29,7 @@ import torch
 from transformers import DynamicLayer
 
 from .._compat import cache_from_layers, layer_states, map_states
+from ..validation import check_pixels
 from .prior import PriorPrefill, default_position_ids
 
 NOISE_STEPS = 1000  # VCD's diffusion schedule (vcd_utils/vcd_add_noise.py)
@@ -146,7 +147,9 @@ def prepare_contrast(architecture, normalizer, config, args: tuple, kwargs: dict
         raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")
     if prior == "noise":
         return _padded(architecture, kwargs, _noised(architecture, kwargs, normalizer))
-    return _padded(architecture, kwargs, _given(prior_inputs, kwargs["input_ids"]))
+    contrast = _given(prior_inputs, kwargs["input_ids"])
+    check_pixels(contrast, architecture.pixel_keys, "generate's prior_inputs")
+    return _padded(architecture, kwargs, contrast)
 
 
 def _noised(architecture, kwargs: dict, normalizer) -> dict:
@@ -173,8 +176,9 @@ def _given(prior_inputs, input_ids: torch.Tensor) -> dict:
                          f"{input_ids.shape[0]} rows (the contrast prompt of each), any length.")
     if contrast.get("inputs_embeds") is not None:
         raise ValueError("prior_inputs must hold input_ids, not inputs_embeds.")
-    mask = contrast.setdefault("attention_mask", torch.ones_like(ids))
-    if not bool(mask[:, -1].all()):
+    if contrast.get("attention_mask") is None:
+        contrast["attention_mask"] = torch.ones_like(ids)
+    if not bool(contrast["attention_mask"][:, -1].all()):
         raise ValueError("prior_inputs rows end with padding (attention_mask 0 in the last slot): build them with "
                          "processor.tokenizer.padding_side = 'left', as for the conditioned prompt.")
     return contrast
@@ -189,7 +193,8 @@ def _padded(architecture, kwargs: dict, contrast: dict) -> tuple[dict, int]:
         raise ValueError("generate got position_ids, but the contrast prompt is longer than the prompt, which pnd pads to "
                          "its length: leave position_ids out (generate computes them).")
     for inputs in (kwargs, contrast):
-        inputs.setdefault("attention_mask", torch.ones_like(inputs["input_ids"]))
+        if inputs.get("attention_mask") is None:
+            inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
         extra = length - inputs["input_ids"].shape[1]
         if extra:
             ids = inputs["input_ids"]  # padding ids: the row's last token, text (a visual id would be read as one)
