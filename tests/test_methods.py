@@ -8,6 +8,7 @@ import math
 import PIL.Image
 import pytest
 import torch
+from transformers import DynamicCache
 
 import pnd
 from pnd.testing import random_video, tiny_inputs
@@ -238,6 +239,16 @@ def test_contrast_greedy_matches_brute_force(tiny, model_type, kind):
     assert out.past_key_values.get_seq_length() == out.sequences.shape[1] - 1  # the prompt as given, no padding
 
 
+@pytest.mark.parametrize("model_type", FAMILIES)
+@pytest.mark.parametrize("kind", ["icd", "noise"])
+def test_contrast_with_a_static_cache(tiny, model_type, kind):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    normalizer, extra, contrast = contrast_case(processor, model_type, inputs, kind)
+    out = run(model, inputs, normalizer, min_new_tokens=STEPS, cache_implementation="static", **extra)
+    assert_greedy(model, inputs, out, contrastive(1.0, normalizer.plausibility), contrast_prior(contrast))
+
+
 def test_contrast_priors_change_decoding(tiny):
     """Guard against a vacuous reference: ICD's, VCD's and pnd's masked prior each decode other tokens."""
     model, processor = tiny("llava_onevision")
@@ -295,7 +306,8 @@ def test_contrast_inputs_are_checked(tiny):
         ({"logits_processor": [inputs_prior], "prior_inputs": contrast["input_ids"]}, "processor's outputs"),
         ({"logits_processor": [inputs_prior], "prior_inputs": {**contrast, "attention_mask": contrast[
             "attention_mask"].flip(1)}}, "end with padding"),
-        ({"logits_processor": [inputs_prior], "prior_inputs": contrast, "cache_implementation": "static"}, "static"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": contrast, "past_key_values": DynamicCache()},
+         "does not continue a conversation"),
         ({"logits_processor": [inputs_prior], "prior_inputs": contrast, "position_ids": inputs["attention_mask"]},
          "leave position_ids out"),
         ({"logits_processor": [inputs_prior], "prior_inputs": {**contrast, "pixel_values_videos": contrast[
