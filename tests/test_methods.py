@@ -520,3 +520,15 @@ def test_contrast_of_another_length_on_other_layouts(tiny, model_type, longer):
     out = run(model, inputs, pnd.PriorNormalized(0.8, prior="inputs", combine="contrastive"), prior_inputs=contrast,
               min_new_tokens=STEPS)
     assert_greedy(model, inputs, out, contrastive(0.8), contrast_prior(contrast))
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "gemma3", "qwen3_5"])
+def test_contrast_beam_search_on_other_layouts(tiny, model_type):
+    """Beam search with num_return_sequences on a longer contrast: the contrast rows repeated per beam and reordered
+    with them (M-RoPE positions, token types, recurrent states)."""
+    model, processor = tiny(model_type)
+    image = model_type == "gemma3"
+    one = tiny_inputs(processor, model_type, PROMPTS[:1], image=image)
+    contrast = tiny_inputs(processor, model_type, ("Be vague and say very little. " + PROMPTS[0],), seed=4, image=image)
+    out = run(model, one, pnd.PriorNormalized(0.6, prior="inputs", combine="contrastive"), prior_inputs=contrast, **BEAM)
+    beam_check(model, one, out, contrastive(0.6), contrast_prior(contrast))
