@@ -247,6 +247,11 @@ def test_contrast_with_a_static_cache(tiny, model_type, kind):
     normalizer, extra, contrast = contrast_case(processor, model_type, inputs, kind)
     out = run(model, inputs, normalizer, min_new_tokens=STEPS, cache_implementation="static", **extra)
     assert_greedy(model, inputs, out, contrastive(1.0, normalizer.plausibility), contrast_prior(contrast))
+    assert out.past_key_values.get_seq_length() == out.sequences.shape[1] - 1  # the prompt as given, no padding
+    dynamic = run(model, inputs, normalizer, min_new_tokens=STEPS, **extra).past_key_values
+    for static_layer, dynamic_layer in zip(out.past_key_values.layers, dynamic.layers):
+        length = dynamic_layer.keys.shape[2]
+        torch.testing.assert_close(static_layer.keys[:, :, :length], dynamic_layer.keys, atol=1e-4, rtol=0)
 
 
 def test_contrast_priors_change_decoding(tiny):

@@ -26,7 +26,7 @@ import copy
 from collections.abc import Mapping
 
 import torch
-from transformers import DynamicLayer
+from transformers import DynamicLayer, StaticLayer
 
 from .._compat import cache_from_layers, layer_states, map_states
 from ..validation import check_pixels
@@ -225,7 +225,8 @@ def contrast_prefill(model, forward, contrast: dict, prefill_kwargs: dict) -> Pr
 
 def without_padding(out, pad: int):
     """`generate`'s output with the `pad` slots `_padded` put before the conditioned prompt cut off its sequences and
-    its returned cache's full-attention layers (padding in every row: the cache of the prompt as given)."""
+    its returned cache's full-attention layers (padding in every row: the cache of the prompt as given; a static
+    layer's slots moved to its start)."""
     if not pad:
         return out
     if torch.is_tensor(out):
@@ -235,5 +236,11 @@ def without_padding(out, pad: int):
     for layer in getattr(cache, "layers", ()):
         if type(layer) is DynamicLayer and layer.keys is not None and layer.keys.ndim == 4:
             layer.keys, layer.values = layer.keys[:, :, pad:], layer.values[:, :, pad:]
+        elif type(layer) is StaticLayer and layer.is_initialized:
+            length = int(layer.cumulative_length)
+            for states in (layer.keys, layer.values):
+                states[:, :, : length - pad] = states[:, :, pad:length].clone()
+                states[:, :, length - pad : length] = 0
+            layer.cumulative_length.sub_(pad)
     return out
 
