@@ -9,7 +9,9 @@ import sys
 
 from ._moved import MovedModules
 from .architectures import supported_model_types
+from .decoding.contrast import icd_inputs, vcd_noise
 from .decoding.logits_processor import PriorNormalized
+from .decoding.m3id import M3ID
 from .decoding.paired import attach, detach
 from .decoding.prior import prior_logits
 from .scoring import CaptionScorer, ScoreParts
@@ -17,4 +19,5 @@ from .scoring import CaptionScorer, ScoreParts
 __version__ = "0.2.0"
 if not any(isinstance(finder, MovedModules) for finder in sys.meta_path):
     sys.meta_path.insert(0, MovedModules())  # before any finder that could still see an old file
-__all__ = ["CaptionScorer", "PriorNormalized", "ScoreParts", "attach", "detach", "prior_logits", "supported_model_types", "__version__"]
+__all__ = ["M3ID", "CaptionScorer", "PriorNormalized", "ScoreParts", "attach", "detach", "icd_inputs", "prior_logits",
+           "supported_model_types", "vcd_noise", "__version__"]

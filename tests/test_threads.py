@@ -81,6 +81,7 @@ def test_no_per_call_state_outlives_the_call(tiny):
     model, processor = tiny("qwen2_vl")
     normalizer = pnd.PriorNormalized(0.5)
     decode(pnd.attach(model), tiny_inputs(processor, "qwen2_vl", PROMPTS), normalizer)
-    assert vars(normalizer) == {"alpha": 0.5, "prior": "masked", "plausibility": None}
+    assert vars(normalizer) == {"alpha": 0.5, "prior": "masked", "plausibility": None, "combine": "prior",
+                                "noise_step": 500, "seed": 0}  # its settings only
     assert pnd.decoding.generation.running_generation() is None
     assert not any(isinstance(v, pnd.decoding.generation.Generation) for v in vars(attachment_of(model)).values())

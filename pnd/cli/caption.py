@@ -2,14 +2,15 @@
 
     pnd caption videos/ clip.mp4 list.txt manifest.jsonl --model llava-hf/llava-onevision-qwen2-7b-ov-hf \
         --alpha 0.5 --out captions.jsonl [--plausibility 0.1] [--frames 8] [--prompt "Describe the video."] [--compare]
+    pnd caption videos/ --method vcd --method-args noise_step=500,alpha=1 --out captions.jsonl   # docs/methods.md
     torchrun --nproc_per_node 8 -m pnd.cli caption ...          # one process per GPU, any number of nodes
     accelerate launch --num_processes 8 -m pnd.cli caption ...
 
 Inputs: video files, frame folders, folder trees, list files (.txt, one path per line) and manifests
 (.jsonl/.csv/.parquet with a `video` column, optional `prompt` and `id`). Without --model the bundled demo
 model captions (`pnd demo` says what it shows). Each record is {"id", "video", "caption", "alpha", "prompt",
-"model"} (with --compare also "plain", the caption without normalization); --out is JSON lines, or Parquet
-when it ends in .parquet.
+"model"} (with --compare also "plain", the caption without normalization; with a --method other than cpn also
+"method" and "settings"); --out is JSON lines, or Parquet when it ends in .parquet.
 
 Each process (rank) captions every WORLD_SIZE-th video not yet captioned and appends its records to its own
 part file next to --out as they finish (`captions.jsonl.part-00000`, ...); at the end rank 0 merges the parts
@@ -39,7 +40,7 @@ from pathlib import Path
 import torch
 
 from ..decoding.captioning import generate_captions
-from ..decoding.logits_processor import PriorNormalized
+from ..decoding.methods import METHODS, method, parse_settings
 from .inputs import InputsError, Item, decoded_videos, read_inputs
 from .launch import Launch, add_model_arguments, check_counts, check_model_arguments, load_for_rank
 from .records import PartWriter, RecordsError, file_in_the_way, finished_ids, merge
@@ -53,8 +54,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("videos", nargs="+", help="video files (mp4, webm, avi, gif, ...), frame folders, folder trees, "
                         "list files (.txt) or manifests (.jsonl, .csv, .parquet with a 'video' column)")
     parser.add_argument("--model", help="Hugging Face id or local folder (default: the bundled demo model)")
-    parser.add_argument("--alpha", type=float, default=0.5, help="weight of the prior in [0, 1] (default 0.5)")
+    parser.add_argument("--alpha", type=float, help="weight of the prior in [0, 1] (default: the method's, 0.5 for cpn)")
     parser.add_argument("--plausibility", type=float, help="drop tokens below this share of the top token's probability")
+    parser.add_argument("--method", default="cpn", choices=sorted(METHODS),
+                        help="decoding method (default cpn, prior normalization; docs/methods.md)")
+    parser.add_argument("--method-args", default="", help="the method's settings, key=value pairs separated by commas "
+                        "(e.g. noise_step=500,alpha=1; the others at the paper's defaults)")
     parser.add_argument("--frames", type=int, default=8, help="frames sampled uniformly per video (default 8)")
     parser.add_argument("--prompt", default="Describe the video.", help="instruction (a manifest's 'prompt' wins)")
     parser.add_argument("--compare", action="store_true", help="also decode without normalization; print both")
@@ -71,7 +76,10 @@ def check_arguments(args) -> Path:
     """Refuse bad arguments before anything loads; returns --out (its folder created if missing)."""
     try:
         check_counts(args, ("batch_size", "frames", "max_new_tokens"))
-        PriorNormalized(args.alpha, plausibility=args.plausibility)
+        given = {k: v for k, v in (("alpha", args.alpha), ("plausibility", args.plausibility)) if v is not None}
+        args.settings = {**parse_settings(args.method_args), **given}  # the flags win over --method-args
+        method(args.method).processor(**args.settings)
+        args.alpha = method(args.method).settings(**args.settings).get("alpha")
         check_model_arguments(args)
     except ValueError as error:
         fail(str(error))
@@ -168,7 +176,8 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
              "video's frames as images with pnd.CaptionScorer.")
     attach(model, processor)
     if args.compare:
-        print(f"| video | plain | normalized (alpha {args.alpha}) |\n|---|---|---|")
+        label = f"alpha {args.alpha}" if args.method == "cpn" else args.method
+        print(f"| video | plain | normalized ({label}) |\n|---|---|---|")
     started, waited, window = time.perf_counter(), 0.0, []
     with tqdm(total=len(items), desc=f"pnd caption (rank {launch.rank})", unit="video",
               disable=None if launch.rank == 0 else True) as bar:
@@ -228,12 +237,15 @@ def caption_records(model, processor, batch: list[tuple[Item, torch.Tensor]], ar
     for prompt, indices in by_prompt.items():
         videos = [batch[i][1] for i in indices]
         decode = dict(prompt=prompt, max_new_tokens=args.max_new_tokens)
-        captions = generate_captions(model, processor, videos, args.alpha, plausibility=args.plausibility, **decode)
+        captions = generate_captions(model, processor, videos, None, method=args.method, settings=args.settings,
+                                     **decode)
         plains = generate_captions(model, processor, videos, None, **decode) if args.compare else [None] * len(videos)
         for i, caption, plain in zip(indices, captions, plains):
             item = batch[i][0]
             records[i] = {"id": item.id, "video": item.video, "caption": caption, "alpha": args.alpha,
                           "prompt": prompt, "model": args.model or DEMO_MODEL_ID}
+            if args.method != "cpn":
+                records[i] |= {"method": args.method, "settings": method(args.method).settings(**args.settings)}
             if plain is not None:
                 records[i]["plain"] = plain
     return records

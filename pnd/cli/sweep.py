@@ -3,6 +3,7 @@
     pnd sweep --model pnd_llava_ov --model-args pretrained=llava-hf/llava-onevision-qwen2-7b-ov-hf,max_frames_num=32 \
         --tasks videohallucer,eventhallusion --alphas 0,0.25,0.5,0.75,1 --include-path eval_configs/tasks --out sweep/
     pnd sweep ... --launcher "accelerate launch --num_processes 8 -m lmms_eval"     # data parallel
+    pnd sweep ... --methods cpn,vcd,icd,m3id --alphas 0.5,1        # other decoding methods too (docs/methods.md)
 
 `--check` loads each task's documents and looks for the first N videos (and the question files), and stops with
 the missing file, URL or environment variable named, in seconds and before any model loads: run it before a long
@@ -14,6 +15,10 @@ its metric_list, or --metric TASK=METRIC; a group's is its first subtask's) read
 the agreement: the share of documents whose answer (generated text, or the choice of lowest loss) at that alpha is
 the plain model's answer, and the documents that failed (pnd's marker: they count as wrong), read from the samples
 files.
+
+--methods (default cpn): each method of `pnd.decoding.methods` at each alpha, or once at the paper's defaults for a
+method without one (m3id); a method other than cpn runs in OUT/runs/<method>-alpha<A>/ (OUT/runs/<method>/) with
+model_args method=<method>, and its rows name it. Loglikelihood tasks score with cpn only.
 
 Example:
     >>> from pnd.cli import main
@@ -31,10 +36,35 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
+from ..decoding.methods import METHODS
 from ..extras import pyplot, require
 from ..integrations.failed_documents import document_failed
 from .data_check import check_tasks
+
+
+class Run(NamedTuple):
+    """One lmms-eval run of the sweep: a method at an alpha (None: the method's defaults, it has no alpha)."""
+
+    method: str
+    alpha: float | None
+
+    @property
+    def name(self) -> str:  # folder under OUT/runs, and the label of a table column
+        alpha = "" if self.alpha is None else f"alpha{self.alpha:g}"
+        return alpha if self.method == "cpn" else f"{self.method}-{alpha}" if alpha else self.method
+
+    @property
+    def label(self) -> str:
+        if self.method == "cpn":
+            return "alpha 0 (plain)" if self.alpha == 0 else f"alpha {self.alpha:g}"
+        return self.method if self.alpha is None else f"{self.method} alpha {self.alpha:g}"
+
+    @property
+    def model_args(self) -> str:
+        alpha = "" if self.alpha is None else f"alpha={self.alpha:g}"
+        return alpha if self.method == "cpn" else ",".join(filter(None, (f"method={self.method}", alpha)))
 
 
 def add_arguments(parser) -> None:
@@ -44,6 +74,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tasks", required=True, help="comma-separated lmms-eval tasks or groups")
     parser.add_argument("--alphas", default="0,0.25,0.5,0.75,1", help="comma-separated alphas in [0, 1] (0 is "
                         "always added; default 0,0.25,0.5,0.75,1)")
+    parser.add_argument("--methods", default="cpn", help=f"comma-separated decoding methods ({', '.join(METHODS)}; "
+                        "default cpn): each at every alpha, or once at its defaults (m3id)")
     parser.add_argument("--out", required=True, help="folder for runs/, sweep.md, sweep.csv and sweep.png")
     parser.add_argument("--include-path", help="lmms-eval --include_path (e.g. eval_configs/tasks)")
     parser.add_argument("--batch-size", type=int, default=1, help="lmms-eval --batch_size (default 1)")
@@ -74,12 +106,32 @@ def parse_alphas(text: str) -> list[float]:
     return sorted(alphas | {0.0})
 
 
-def check_arguments(args) -> tuple[list[float], list[str], dict[str, str]]:
+def parse_methods(text: str, alphas: list[float]) -> list[Run]:
+    """The runs of --methods at `alphas` (0 first): the plain model (cpn at alpha 0), then each method's.
+
+    >>> [run.name for run in parse_methods("cpn, m3id, vcd", [0.0, 1.0])]
+    ['alpha0', 'alpha1', 'm3id', 'vcd-alpha1']
+    """
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    unknown = [name for name in names if name not in METHODS]
+    if unknown or not names:
+        raise SystemExit(f"pnd sweep: --methods takes names among {', '.join(METHODS)} separated by commas, got "
+                         f"{text!r}")
+    runs = [Run("cpn", 0.0)]
+    for name in names:
+        runs += [Run(name, a) for a in alphas if a > 0] if "alpha" in METHODS[name].defaults else [Run(name, None)]
+    return runs
+
+
+def check_arguments(args) -> tuple[list[Run], list[str], dict[str, str]]:
     alphas, tasks = parse_alphas(args.alphas), [t.strip() for t in args.tasks.split(",") if t.strip()]
     if not tasks:
         raise SystemExit("pnd sweep: --tasks is empty; name lmms-eval tasks, e.g. --tasks videohallucer,eventhallusion")
-    if "alpha=" in args.model_args:
-        raise SystemExit(f"pnd sweep: --model-args {args.model_args!r} sets alpha; leave it out (--alphas sets it)")
+    for setting, option in (("alpha=", "--alphas"), ("method=", "--methods")):
+        if setting in args.model_args:
+            raise SystemExit(f"pnd sweep: --model-args {args.model_args!r} sets {setting[:-1]}; leave it out ({option} "
+                             "sets it)")
+    runs = parse_methods(args.methods, alphas)
     if args.batch_size < 1:
         raise SystemExit(f"pnd sweep: --batch-size must be a positive integer, got {args.batch_size}")
     metrics = dict(item.split("=", 1) for item in args.metric if "=" in item)
@@ -87,11 +139,11 @@ def check_arguments(args) -> tuple[list[float], list[str], dict[str, str]]:
         raise SystemExit(f"pnd sweep: --metric takes TASK=METRIC, e.g. videohallucer=overall_accuracy; got {args.metric}")
     if args.include_path and not Path(args.include_path).is_dir():
         raise SystemExit(f"pnd sweep: --include-path {args.include_path} is not a folder; e.g. eval_configs/tasks")
-    return alphas, tasks, metrics
+    return runs, tasks, metrics
 
 
-def run_folder(out: Path, alpha: float) -> Path:
-    return out / "runs" / f"alpha{alpha:g}"
+def run_folder(out: Path, run: Run) -> Path:
+    return out / "runs" / run.name
 
 
 def finished(folder: Path) -> dict:
@@ -103,18 +155,18 @@ def finished(folder: Path) -> dict:
     return done
 
 
-def run_lmms_eval(args, alpha: float, tasks: list[str], folder: Path) -> None:
+def run_lmms_eval(args, run: Run, tasks: list[str], folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    command = [*shlex.split(args.launcher), "--model", args.model, "--model_args", f"{args.model_args},alpha={alpha:g}",
+    command = [*shlex.split(args.launcher), "--model", args.model, "--model_args", f"{args.model_args},{run.model_args}",
                "--tasks", ",".join(tasks), "--batch_size", str(args.batch_size), "--log_samples",
                "--output_path", str(folder), *(["--include_path", args.include_path] if args.include_path else [])]
-    print(f"pnd sweep: alpha {alpha:g}: {' '.join(map(shlex.quote, command))}", file=sys.stderr)
+    print(f"pnd sweep: {run.label}: {' '.join(map(shlex.quote, command))}", file=sys.stderr)
     with open(folder / "lmms_eval.log", "a") as log:
         subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False)
     missing = [task for task in tasks if task not in finished(folder)]
     if missing:  # lmms-eval exits 0 when a run crashes: the results files are what counts
         tail = (folder / "lmms_eval.log").read_text()[-3000:]
-        raise SystemExit(f"pnd sweep: lmms-eval wrote no results for {missing} at alpha {alpha:g} (log: "
+        raise SystemExit(f"pnd sweep: lmms-eval wrote no results for {missing} at {run.label} (log: "
                          f"{folder / 'lmms_eval.log'}); fix the error below and run the same command again:\n{tail}")
 
 
@@ -152,34 +204,35 @@ def answer_of(response):
     return (response[0] if isinstance(response, list) else response).strip()
 
 
-def collect(out: Path, alphas: list[float], tasks: list[str], metrics: dict[str, str]) -> list[dict]:
+def collect(out: Path, runs: list[Run], tasks: list[str], metrics: dict[str, str]) -> list[dict]:
     rows = []
     for task in tasks:
         plain = None
-        for alpha in alphas:
-            folder = run_folder(out, alpha)
+        for run in runs:
+            folder = run_folder(out, run)
             results = finished(folder)[task]
             metric = headline(results, task, metrics)
             value = results["results"][task].get(f"{metric},none")
             if value is None:
-                raise SystemExit(f"pnd sweep: {task} has no metric {metric!r} at alpha {alpha:g}; its metrics: "
+                raise SystemExit(f"pnd sweep: {task} has no metric {metric!r} at {run.label}; its metrics: "
                                  f"{sorted(k.split(',')[0] for k in results['results'][task] if ',' in k)} (--metric)")
             given = answers(folder, results, task)
             plain = given if plain is None else plain
             answered = [key for key in given if given[key] is not None and plain.get(key) is not None]
             agreement = sum(given[key] == plain[key] for key in answered) / len(answered) if answered else math.nan
-            rows.append({"task": task, "metric": metric, "alpha": alpha, "value": value, "agreement": agreement,
-                         "documents": len(given), "failed": sum(answer is None for answer in given.values())})
+            rows.append({"task": task, "metric": metric, "alpha": run.alpha, "value": value, "agreement": agreement,
+                         "documents": len(given), "failed": sum(answer is None for answer in given.values()),
+                         **({} if run.method == "cpn" else {"method": run.method})})
     return rows
 
 
-def write_table(out: Path, rows: list[dict], alphas: list[float]) -> None:
-    with open(out / "sweep.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+def write_table(out: Path, rows: list[dict], runs: list[Run]) -> None:
+    with open(out / "sweep.csv", "w", newline="") as f:  # a "method" column where a method other than cpn ran
+        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(key for row in rows for key in row)))
         writer.writeheader()
         writer.writerows(rows)
-    header = "| task | metric | " + " | ".join("alpha 0 (plain)" if a == 0 else f"alpha {a:g}" for a in alphas) + " |"
-    lines = [header, "|---|---|" + "---|" * len(alphas)]
+    header = "| task | metric | " + " | ".join(run.label for run in runs) + " |"
+    lines = [header, "|---|---|" + "---|" * len(runs)]
     for task in dict.fromkeys(row["task"] for row in rows):
         cells = [f"{r['value']:.4f} ({r['agreement']:.0%} agree, {r['failed']} failed)" for r in rows if r["task"] == task]
         metric = next(r["metric"] for r in rows if r["task"] == task)
@@ -193,7 +246,7 @@ def write_plot(out: Path, rows: list[dict]) -> None:
     plt = pyplot()
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for task in dict.fromkeys(row["task"] for row in rows):
-        mine = [r for r in rows if r["task"] == task]
+        mine = [r for r in rows if r["task"] == task and "method" not in r]  # the other methods: sweep.md
         line, = left.plot([r["alpha"] for r in mine], [r["value"] for r in mine], marker="o", label=f"{task} ({mine[0]['metric']})")
         left.plot([0], [mine[0]["value"]], marker="*", markersize=14, color=line.get_color(), linestyle="none")
         right.plot([r["alpha"] for r in mine], [r["agreement"] for r in mine], marker="o", color=line.get_color(), label=task)
@@ -206,21 +259,21 @@ def write_plot(out: Path, rows: list[dict]) -> None:
 
 
 def run(args) -> int:
-    alphas, tasks, metrics = check_arguments(args)
+    runs, tasks, metrics = check_arguments(args)
     require("lmms_eval", "eval")
     if args.check is not None:
         return check_tasks(tasks, args.include_path, args.check)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for alpha in alphas:
-        folder = run_folder(out, alpha)
+    for run in runs:
+        folder = run_folder(out, run)
         missing = [task for task in tasks if task not in finished(folder)]
         if missing:
-            run_lmms_eval(args, alpha, missing, folder)
+            run_lmms_eval(args, run, missing, folder)
         else:
-            print(f"pnd sweep: alpha {alpha:g}: every task is finished (in {folder}); skipped", file=sys.stderr)
-    rows = collect(out, alphas, tasks, metrics)
-    write_table(out, rows, alphas)
+            print(f"pnd sweep: {run.label}: every task is finished (in {folder}); skipped", file=sys.stderr)
+    rows = collect(out, runs, tasks, metrics)
+    write_table(out, rows, runs)
     write_plot(out, rows)
     print((out / "sweep.md").read_text())
     print(f"pnd sweep: wrote {out / 'sweep.md'}, {out / 'sweep.csv'} and {out / 'sweep.png'}", file=sys.stderr)

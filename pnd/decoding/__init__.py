@@ -1,4 +1,5 @@
-"""Decoding: the logits processor, the paired forward that `pnd.attach` installs, the prior and its caches.
+"""Decoding: the logits processors (PriorNormalized, M3ID, the registry of methods), the paired forward that `pnd.attach`
+installs, the prior, the contrast rows and their caches.
 
     >>> from pnd.decoding.logits_processor import PriorNormalized
 """

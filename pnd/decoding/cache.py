@@ -124,7 +124,7 @@ class PairedStaticCache(StaticCache):
         cond = attention_mask.new_ones(n, self.get_max_length())  # later slots: the causal mask hides unwritten ones
         cond[:, :length] = attention_mask
         prior = cond.clone()
-        prior[:, :length] *= prefill.prior_attends.to(prior.dtype)
+        prior[:, :length] = prefill.prior_attends.to(prior.dtype)  # a contrast prompt has a mask of its own
         self.attention_mask = torch.cat([cond, prior])
         self.prior_position_offset = prefill.prior_position_offset
 

@@ -18,12 +18,13 @@ from ..architectures import architecture_for
 from ..io.prompts import video_prompt
 from ..validation import check_frames
 from .logits_processor import PriorNormalized
+from .methods import method as registered_method
 
 
 @torch.no_grad()
 def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float | None,
                       prompt: str = "Describe the video.", plausibility: float | None = None,
-                      max_new_tokens: int = 32) -> list[str]:
+                      max_new_tokens: int = 32, method: str | None = None, settings: dict | None = None) -> list[str]:
     """Greedy captions of a batch of videos (frames as `pnd.io.video.read_video` gives them).
 
     Args:
@@ -33,6 +34,9 @@ def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float
             plausibility=plausibility)`.
         prompt: the instruction after the video.
         max_new_tokens: the longest caption, in tokens.
+        method, settings: a registered decoding method (`pnd.decoding.methods`: "cpn", "vcd", "icd", "m3id") and its
+            settings (the others at the paper's defaults); `alpha` and `plausibility`, where not None, are settings
+            too. ICD's contrast prompt is `prompt` after its instruction, on the same videos.
 
     Returns:
         One caption per video, stripped.
@@ -42,10 +46,23 @@ def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float
     architecture = architecture_for(model)
     if architecture.one_video_per_call and len(videos) > 1:
         return [caption for video in videos
-                for caption in generate_captions(model, processor, [video], alpha, prompt, plausibility, max_new_tokens)]
+                for caption in generate_captions(model, processor, [video], alpha, prompt, plausibility, max_new_tokens,
+                                                 method, settings)]
     architecture.check_video_batch(videos)
-    inputs = processor(text=[video_prompt(processor, prompt)] * len(videos), videos=list(videos),
-                       return_tensors="pt", padding=True).to(model.device)
-    processors = [] if alpha is None else [PriorNormalized(alpha, plausibility=plausibility)]
-    out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, logits_processor=processors)
+
+    def prompts(text: str):
+        return processor(text=[video_prompt(processor, text)] * len(videos), videos=list(videos), return_tensors="pt",
+                         padding=True).to(model.device)
+
+    inputs, extra = prompts(prompt), {}
+    if method is not None:
+        chosen = registered_method(method)
+        given = {**{k: v for k, v in (("alpha", alpha), ("plausibility", plausibility)) if v is not None},
+                 **(settings or {})}
+        processors = [chosen.processor(**given)]
+        if (contrast := chosen.contrast_text(prompt, **given)) is not None:
+            extra["prior_inputs"] = prompts(contrast)
+    else:
+        processors = [] if alpha is None else [PriorNormalized(alpha, plausibility=plausibility)]
+    out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, logits_processor=processors, **extra)
     return [c.strip() for c in processor.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)]

@@ -22,19 +22,21 @@ import torch
 from ..attachment import Attachment
 
 if TYPE_CHECKING:
-    from .logits_processor import PriorNormalized
+    from .logits_processor import PairedProcessor
 
 
 @dataclass
 class Generation:
-    """State of one `generate` call with a PriorNormalized processor."""
+    """State of one `generate` call with a PriorNormalized (or another `PairedProcessor`) processor."""
 
     attachment: Attachment
-    normalizer: PriorNormalized
+    normalizer: PairedProcessor
     scores_are_logprobs: bool  # beam search hands processors log-probabilities, greedy/sampling raw logits
     blank_outputs: dict | None = None  # vision-tower outputs of blank frames, for prior="blank"
     decode_forward: Callable | None = None  # the call of the decoding steps (the model's compiled call), if not forward
     conversation: tuple | None = None  # continuing a returned cache: the whole (input_ids, attention_mask, position_ids)
+    contrast: dict | None = None  # prior="inputs"/"noise": the contrast inputs, one row per prompt (`contrast.py`)
+    steps: int = 0  # decoding steps the processor has scored in this call (M3ID's t)
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
     def record(self, cond_logits: torch.Tensor, prior_logits: torch.Tensor) -> None:

@@ -1,6 +1,7 @@
 """`PriorNormalized`: subtract alpha * log P(t) from the model's log-probabilities at every step.
 
     s_k(w) = log_softmax(logits_cond)[w] - alpha * log_softmax(logits_prior)[w]      (docs/design.md §1)
+    combine="contrastive" (VCD, ICD): (1 + alpha) * log_softmax(logits_cond)[w] - alpha * log_softmax(logits_prior)[w]
 
 The prior logits come from the paired forward that `pnd.attach(model)` installs.
 
@@ -20,13 +21,51 @@ import math
 import torch
 from transformers import LogitsProcessor
 
-from ..validation import check_alpha_and_prior, real_number
-from .generation import running_generation
+from ..validation import PRIOR_MODES, check_alpha_and_prior, real_number
+from .contrast import check_noise_step
+from .generation import Generation, running_generation
 
 _FLOOR = -1e30  # a prior log-probability of -inf would turn into +inf: keep it finite
+COMBINES = ("prior", "contrastive")
+CONTRAST_PRIORS = ("inputs", "noise")  # priors from another input run through the whole model (`contrast.py`)
 
 
-class PriorNormalized(LogitsProcessor):
+class PairedProcessor(LogitsProcessor):
+    """A logits processor that reads the prior logits of an attached model's paired forward (`pnd.attach`): one per
+    `generate` call. Subclasses set `prior` (the prior mode) and `needs_prior` (False: plain decoding, no prior rows).
+    Only settings live on the processor: the state of a call is its `Generation` (docs/design.md §3.9)."""
+
+    prior: str = "masked"
+
+    @property
+    def needs_prior(self) -> bool:
+        return True
+
+    def running(self) -> Generation:
+        """The running `generate` call's state, or the error that says how to use the processor."""
+        generation = running_generation()
+        if generation is None or generation.normalizer is not self:
+            name = type(self).__name__
+            raise RuntimeError(
+                f"{name} needs the prior pass of an attached model: call pnd.attach(model) once, then "
+                f"model.generate(..., logits_processor=[{name}(...)])."
+            )
+        return generation
+
+    @staticmethod
+    def log_probs(generation: Generation, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log p_c, log p_prior) of this step in fp32 for the fp32 scores `x` generate hands the processor: log p_c
+        normalized over the model's own logits (greedy/sampling receive raw logits, beam search log-probabilities)."""
+        cond_log_z, prior = generation.pop()
+        prior = prior.to(x.device, torch.float32)
+        if prior.shape != x.shape:
+            raise RuntimeError(f"pnd: prior logits {tuple(prior.shape)} do not match scores {tuple(x.shape)}.")
+        log_prior = torch.log_softmax(prior, dim=-1).clamp(min=_FLOOR)
+        log_cond = x if generation.scores_are_logprobs else x - cond_log_z.to(x.device)
+        return log_cond, log_prior
+
+
+class PriorNormalized(PairedProcessor):
     """Prior-normalized decoding for vision-language models (BLiM's Candidate Prior Normalization).
 
     Args:
@@ -36,8 +75,15 @@ class PriorNormalized(LogitsProcessor):
             tokens dropped and positions renumbered (the prompt as if it had no image). "blank": the
             vision tower sees uniform frames (all-zero pixel inputs after the processor's normalization,
             i.e. mean-colour frames) in place of the real ones; it measures what "some video" implies.
+            "inputs": the model on another input, `generate(..., prior_inputs=...)` (the processor's outputs for
+            another prompt, with or without pixels: ICD's `pnd.icd_inputs`), decoding the same tokens. "noise":
+            the same inputs with `pnd.vcd_noise`'d pixels (VCD). Both run the vision tower on the contrast input.
         plausibility: optional beta in (0, 1]; tokens whose conditioned probability is below beta times
             the most likely token's are set to -inf first (VCD's adaptive plausibility constraint).
+        combine: "prior" (default, BLiM): `log p_c - alpha * log p_prior`; "contrastive" (VCD, ICD):
+            `(1 + alpha) * log p_c - alpha * log p_prior`, which ranks tokens as "prior" does at alpha / (1 + alpha)
+            (greedy, beam search; sampling at temperature 1 / (1 + alpha)): docs/methods.md.
+        noise_step, seed: prior="noise" only: `pnd.vcd_noise(pixels, noise_step, seed)`.
 
     The output is `log P(w | v) - alpha * log P(w)` with the conditioned distribution normalized over
     the model's own logits (greedy/sampling receive raw logits, beam search log-probabilities): tokens
@@ -54,36 +100,41 @@ class PriorNormalized(LogitsProcessor):
         PriorNormalized(alpha=0.5, prior='masked', plausibility=None)
     """
 
-    def __init__(self, alpha: float, *, prior: str = "masked", plausibility: float | None = None):
-        check_alpha_and_prior(alpha, prior)
+    def __init__(self, alpha: float, *, prior: str = "masked", plausibility: float | None = None,
+                 combine: str = "prior", noise_step: int = 500, seed: int = 0):
+        check_alpha_and_prior(alpha, prior, (*PRIOR_MODES, *CONTRAST_PRIORS))
         beta = real_number(plausibility)
         if plausibility is not None and (beta is None or not 0 < beta <= 1):
             raise ValueError(f"plausibility must be None or a number in (0, 1], got {plausibility!r}.")
+        if combine not in COMBINES:
+            raise ValueError(f"combine must be one of {', '.join(map(repr, COMBINES))}, got {combine!r}.")
+        if prior == "noise":
+            check_noise_step(noise_step, seed)
         self.alpha = real_number(alpha)
         self.prior = prior
         self.plausibility = beta
+        self.combine = combine
+        self.noise_step, self.seed = noise_step, seed
+
+    @property
+    def needs_prior(self) -> bool:
+        return self.alpha > 0  # alpha=0 is plain generate, for every argument
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        generation = running_generation()
-        if generation is None or generation.normalizer is not self:
-            raise RuntimeError(
-                "PriorNormalized needs the prior pass of an attached model: call pnd.attach(model) once, then "
-                "model.generate(..., logits_processor=[PriorNormalized(alpha)])."
-            )
+        generation = self.running()
         x = scores.float()
         out = x
         if self.alpha > 0:
-            cond_log_z, prior = generation.pop()
-            prior = prior.to(x.device, torch.float32)
-            if prior.shape != x.shape:
-                raise RuntimeError(f"pnd: prior logits {tuple(prior.shape)} do not match scores {tuple(x.shape)}.")
-            log_prior = torch.log_softmax(prior, dim=-1).clamp(min=_FLOOR)
-            log_cond = x if generation.scores_are_logprobs else x - cond_log_z.to(x.device)
-            out = (log_cond - self.alpha * log_prior).masked_fill(torch.isneginf(x), -math.inf)
+            log_cond, log_prior = self.log_probs(generation, x)
+            weight = 1 + self.alpha if self.combine == "contrastive" else 1
+            out = (weight * log_cond - self.alpha * log_prior).masked_fill(torch.isneginf(x), -math.inf)
         if self.plausibility is not None:
             cutoff = x.amax(dim=-1, keepdim=True) + math.log(self.plausibility)
             out = out.masked_fill(x < cutoff, -math.inf)
         return out
 
     def __repr__(self) -> str:
-        return f"PriorNormalized(alpha={self.alpha}, prior={self.prior!r}, plausibility={self.plausibility})"
+        extra = "" if self.combine == "prior" else f", combine={self.combine!r}"
+        if self.prior == "noise":
+            extra += f", noise_step={self.noise_step}, seed={self.seed}"
+        return f"PriorNormalized(alpha={self.alpha}, prior={self.prior!r}, plausibility={self.plausibility}{extra})"

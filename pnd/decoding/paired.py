@@ -36,8 +36,9 @@ from ..architectures.reported import (
 from ..attachment import Attachment, attachment_of, is_attached, remove_attachment
 from ..validation import check_conditioned_logits, check_pixels
 from .cache import PairedCache, PairedStaticCache
+from .contrast import contrast_prefill, prepare_contrast, without_padding
 from .generation import Generation, running, running_generation
-from .logits_processor import PriorNormalized
+from .logits_processor import PairedProcessor
 from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
 from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
 
@@ -143,16 +144,19 @@ def _generate(model, attachment: Attachment, *args, **kwargs):
         return _generate_carried(model, attachment, *args, **kwargs)
 
 
-def _generate_carried(model, attachment: Attachment, *args, logits_processor=None, **kwargs):
-    normalizers = [p for p in (logits_processor or []) if isinstance(p, PriorNormalized)]
+def _generate_carried(model, attachment: Attachment, *args, logits_processor=None, prior_inputs=None, **kwargs):
+    normalizers = [p for p in (logits_processor or []) if isinstance(p, PairedProcessor)]
     if not normalizers:
+        if prior_inputs is not None:
+            raise ValueError("generate got prior_inputs but no PriorNormalized(alpha, prior='inputs') processor.")
         return attachment.generate(*args, logits_processor=logits_processor, **kwargs)
     if len(normalizers) > 1:
-        raise ValueError("Pass one PriorNormalized processor per generate call, not several.")
+        raise ValueError("Pass one PriorNormalized (or M3ID) processor per generate call, not several.")
     config = generation_config(model, kwargs)
     normalizer = normalizers[0]
-    needs_prior = normalizer.alpha > 0  # alpha=0 is plain generate, for every argument
+    needs_prior = normalizer.needs_prior  # alpha=0 is plain generate, for every argument
     generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1)
+    generation.contrast, pad = prepare_contrast(attachment.architecture, normalizer, config, args, kwargs, prior_inputs)
     if needs_prior:
         _refuse_unsupported(config, kwargs)
         check_unpadded(model.config.get_text_config(decoder=True), kwargs.get("attention_mask"),
@@ -166,7 +170,7 @@ def _generate_carried(model, attachment: Attachment, *args, logits_processor=Non
         out = attachment.generate(*args, logits_processor=logits_processor, **kwargs)
     if isinstance(getattr(out, "past_key_values", None), (PairedCache, PairedStaticCache)):
         out.past_key_values = out.past_key_values.conditioned(model.config.get_text_config(decoder=True))
-    return out
+    return without_padding(out, pad)
 
 
 def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: dict):
@@ -307,7 +311,10 @@ def _prefill(model, attachment, generation, cache, kwargs):
     if kwargs.get("position_ids") is None:
         raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
     mode = generation.normalizer.prior
-    if generation.conversation is not None:  # the new text on the returned cache; the prior over the whole conversation
+    if generation.contrast is not None:  # first: the conditioned call then sets what the model keeps (rope deltas)
+        prior = contrast_prefill(model, attachment.forward, generation.contrast, kwargs)
+        outputs = attachment.forward(**kwargs)
+    elif generation.conversation is not None:  # the new text on the returned cache; the prior over the whole conversation
         outputs = attachment.forward(**kwargs)
         prior = masked_prefill(model, *generation.conversation, mode, layer_states(cache))
     elif generation.blank_outputs is not None:
@@ -349,7 +356,7 @@ def _paired_mask(cache, cond_mask: torch.Tensor | None, input_ids: torch.Tensor)
         cond_mask = torch.ones(n, cache.get_seq_length() + step, dtype=torch.long, device=input_ids.device)
     prior_mask = cond_mask.clone()
     prompt_len = cache.prior_attends.shape[1]
-    prior_mask[:, :prompt_len] *= cache.prior_attends.to(prior_mask.dtype)
+    prior_mask[:, :prompt_len] = cache.prior_attends.to(prior_mask.dtype)  # a contrast prompt has a mask of its own
     return torch.cat([cond_mask, prior_mask])
 
 

@@ -5,6 +5,7 @@ installed they work like lmms-eval's own models, with no fork:
 
     lmms-eval --model pnd_llava_ov --tasks mme --batch_size 1 --output_path logs/ \\
         --model_args pretrained=llava-hf/llava-onevision-qwen2-7b-ov-hf,alpha=0.5,max_frames_num=32
+    lmms-eval --model pnd_hf ... --model_args pretrained=...,method=vcd,noise_step=500     # docs/methods.md
 
 `generate_until` decodes with `pnd.PriorNormalized`; `loglikelihood` scores each continuation with
 `pnd.CaptionScorer.score_prompt` (the retrieval scorer) and returns lmms-eval's loss convention.
@@ -27,7 +28,7 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig
 
 from .._compat import has_recurrent_layers
-from ..decoding.logits_processor import PriorNormalized
+from ..decoding.methods import method as registered_method
 from ..decoding.paired import attach
 from ..extras import require
 from ..io.loading import load_model
@@ -45,6 +46,9 @@ class PndHf(lmms):
         pretrained: Hugging Face id or local folder.
         alpha (0.5), prior ("masked", "text" or "blank"), plausibility (None): as for `pnd.PriorNormalized`;
             alpha=0 is the plain model.
+        method ("cpn"): a decoding method of `pnd.decoding.methods` ("cpn", "vcd", "icd", "m3id"), its settings
+            as further model_args (e.g. method=vcd,noise_step=500; the others at the paper's defaults).
+            `loglikelihood` scores with cpn only.
         max_frames_num (32): frames sampled uniformly from each video.
         dtype ("auto"), device (cuda if available, else cpu), device_map (None, e.g. "auto"),
         attn_implementation (None, e.g. "sdpa"), load_in_4bit / load_in_8bit (False, bitsandbytes).
@@ -55,14 +59,20 @@ class PndHf(lmms):
 
     model_types: tuple[str, ...] | None = None  # checkpoints this name accepts; None: any pnd supports
 
-    def __init__(self, pretrained: str, alpha: float = 0.5, prior: str = "masked", plausibility: float | None = None,
-                 max_frames_num: int = 32, dtype: str = "auto", device: str | None = None, device_map: str | None = None,
-                 attn_implementation: str | None = None, load_in_4bit: bool = False, load_in_8bit: bool = False,
-                 batch_size: int | str = 1, **unknown):
+    def __init__(self, pretrained: str, alpha: float | None = None, prior: str | None = None,
+                 plausibility: float | None = None, max_frames_num: int = 32, dtype: str = "auto",
+                 device: str | None = None, device_map: str | None = None, attn_implementation: str | None = None,
+                 load_in_4bit: bool = False, load_in_8bit: bool = False, batch_size: int | str = 1,
+                 method: str = "cpn", **unknown):
         super().__init__()
         name = type(self).__name__
+        self.method = registered_method(method)
+        settings = {k: unknown.pop(k) for k in list(unknown) if k in self.method.defaults}
         if unknown:
-            raise TypeError(f"{name}: unknown model_args {sorted(unknown)}. See help(pnd.integrations.lmms_eval.PndHf).")
+            raise TypeError(f"{name}: unknown model_args {sorted(unknown)} (method={method} also takes "
+                            f"{', '.join(self.method.defaults)}). See help(pnd.integrations.lmms_eval.PndHf).")
+        given = {"alpha": alpha, "prior": prior, "plausibility": plausibility}
+        self.settings = {**{k: v for k, v in given.items() if v is not None}, **settings}
         if not str(batch_size).isdigit() or int(batch_size) < 1:
             raise ValueError(f"{name}: --batch_size must be a positive integer (documents decoded or scored "
                              f"together), got {batch_size!r}.")
@@ -74,7 +84,7 @@ class PndHf(lmms):
         if self.model_types is not None and model_type not in self.model_types:
             raise ValueError(f"{name} takes {'/'.join(self.model_types)} checkpoints; {pretrained} is {model_type!r}. "
                              "Use --model pnd_hf for any architecture pnd supports.")
-        self.normalizer = PriorNormalized(alpha, prior=prior, plausibility=plausibility)
+        self.normalizer = self.method.processor(**self.settings)
         self.max_frames_num = int(max_frames_num)
         self.accelerator = Accelerator()
         self._rank, self._world_size = self.accelerator.process_index, self.accelerator.num_processes
@@ -156,14 +166,17 @@ class PndHf(lmms):
             context, _, doc_to_visual, doc_id, task, split = requests[i].args
             documents.append((context, self._visuals(doc_to_visual, task, split, doc_id)[1]))
         gen_kwargs = requests[batch[0]].args[1]
-        inputs = self._batch_inputs(documents)
+        inputs, extra = self._batch_inputs(documents), {}
+        if self.method.contrast is not None:  # ICD: the same documents after the method's instruction
+            extra["prior_inputs"] = self._batch_inputs([(self.method.contrast_text(context, **self.settings), visuals)
+                                                        for context, visuals in documents])
         until = gen_kwargs.get("until") or []
         temperature = gen_kwargs.get("temperature") or 0
         tokens = self.model.generate(
             **inputs, do_sample=temperature > 0, temperature=temperature if temperature > 0 else None,
             top_p=gen_kwargs.get("top_p"), num_beams=gen_kwargs.get("num_beams", 1),
             max_new_tokens=gen_kwargs.get("max_new_tokens", 1024), pad_token_id=self.tokenizer.eos_token_id,
-            eos_token_id=self.tokenizer.eos_token_id, logits_processor=[self.normalizer],
+            eos_token_id=self.tokenizer.eos_token_id, logits_processor=[self.normalizer], **extra,
         )
         texts = []
         for text in self.tokenizer.batch_decode(tokens[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True):
@@ -196,6 +209,9 @@ class PndHf(lmms):
         (pnd does not compute it; it only feeds the exact_match metric). `--batch_size N` runs the prompts of up
         to N documents in one left-padded forward call, then scores each document's choices on its own prefix.
         """
+        if self.method.name != "cpn":
+            raise ValueError(f"pnd's loglikelihood scores with prior normalization (method=cpn), not "
+                             f"method={self.method.name}: run the multiple-choice tasks with method=cpn.")
         if self._scorer is None:
             self._scorer = CaptionScorer(self.model, self.processor, alpha=self.normalizer.alpha, reduction="mean",
                                          prior=self.normalizer.prior)

@@ -1,0 +1,246 @@
+"""Contrast priors: the prior rows run the whole model (vision tower included) on another input (docs/methods.md).
+
+`PriorNormalized(alpha, prior="inputs")` with `generate(..., prior_inputs=contrast)`: the contrast rows are the
+processor's outputs for another prompt (ICD: `icd_inputs`, the same visual input after a disturbance instruction),
+one row per prompt, of any length. `prior="noise"` (VCD): the same inputs with `vcd_noise`'d pixels.
+
+Layout. The conditioned prompt (length L) and the contrast prompt (length L') are left-padded to one length
+max(L, L') before `generate` runs (the conditioned rows by `pad_to`, the prompt `generate` sees; the padding is cut
+from the returned sequences), so that the paired cache holds [conditioned rows; contrast rows] in slots of one
+length, each row with its own attention mask over the prompt slots (`PairedCache.prior_attends`). The contrast's
+prefill is a plain forward of the model on the contrast inputs (pixels through the vision tower) into a cache of its
+own, once per prompt, then repeated for the beams / returned sequences as `generate` repeats the conditioned rows;
+its generated tokens sit at the contrast prompt's next positions (`PriorPrefill.position_offset`). Every decoding
+step is then the paired step of any prior.
+
+Example:
+    >>> import torch
+    >>> x = torch.zeros(2, 3)
+    >>> torch.equal(vcd_noise(x, noise_step=500, seed=0), vcd_noise(x, noise_step=500, seed=0))
+    True
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+
+import torch
+from transformers import DynamicLayer, StaticLayer
+
+from .._compat import cache_from_layers, layer_states, map_states
+from ..validation import check_pixels
+from .prior import PriorPrefill, default_position_ids
+
+NOISE_STEPS = 1000  # VCD's diffusion schedule (vcd_utils/vcd_add_noise.py)
+ICD_INSTRUCTION = "You are a confused object detector to provide a fuzzy overview or impression of the image."
+_HOW = "pass prior_inputs=<the processor's outputs for the contrast prompt> (pnd.icd_inputs builds ICD's)"
+
+
+def check_noise_step(noise_step, seed) -> None:
+    """Raise a ValueError naming the problem unless `noise_step` is an int in [0, 1000) and `seed` an int."""
+    if isinstance(noise_step, bool) or not isinstance(noise_step, int) or not 0 <= noise_step < NOISE_STEPS:
+        raise ValueError(f"noise_step must be an integer in [0, {NOISE_STEPS}) (VCD's default: 500), got "
+                         f"{noise_step!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an integer, got {seed!r}.")
+
+
+def vcd_noise(pixel_values: torch.Tensor, noise_step: int = 500, seed: int = 0) -> torch.Tensor:
+    """VCD's distorted pixels (Leng et al., CVPR 2024): the forward diffusion process at step `noise_step`,
+    `sqrt(abar_T) * x + sqrt(1 - abar_T) * eps`, on the processor's normalized pixel values.
+
+    `betas = sigmoid(linspace(-6, 6, 1000)) * (0.5e-2 - 1e-5) + 1e-5`, `abar = cumprod(1 - betas)`, indexed at
+    `noise_step` as VCD's `add_diffusion_noise` indexes it (0-based); `eps` is drawn on the CPU from
+    `torch.Generator().manual_seed(seed)` in float32, then cast to the pixels' dtype and device.
+
+    Example:
+        >>> x = torch.ones(1, 4)
+        >>> vcd_noise(x, noise_step=0).sub(x).abs().max() < 0.05  # step 0: almost no noise
+        tensor(True)
+    """
+    check_noise_step(noise_step, seed)
+    if not torch.is_tensor(pixel_values) or not pixel_values.is_floating_point():
+        raise ValueError("vcd_noise takes the processor's normalized pixel values (a floating-point tensor), got "
+                         f"{type(pixel_values).__name__}{'' if not torch.is_tensor(pixel_values) else ' of ' + str(pixel_values.dtype)}.")
+    betas = torch.sigmoid(torch.linspace(-6, 6, NOISE_STEPS)) * (0.5e-2 - 1e-5) + 1e-5  # float32, as VCD computes it
+    abar = torch.cumprod(1 - betas, dim=0)[noise_step]
+    eps = torch.randn(pixel_values.shape, generator=torch.Generator("cpu").manual_seed(seed), dtype=torch.float32)
+    x = pixel_values
+    return abar.sqrt().to(x.device, x.dtype) * x + (1 - abar).sqrt().to(x.device, x.dtype) * eps.to(x.device, x.dtype)
+
+
+def icd_inputs(processor, messages, instruction: str = ICD_INSTRUCTION, **processor_kwargs):
+    """ICD's contrast inputs (Wang et al., Findings ACL 2024): the same chat messages with a disturbance instruction
+    at the start of the first user text part (after the visual parts), through the processor.
+
+    Args:
+        processor: the model's processor (with a chat template).
+        messages: one conversation (a list of {"role", "content"} messages) or a batch of them, as given to
+            `processor.apply_chat_template` for the conditioned prompt.
+        instruction: the disturbance instruction (ICD's default).
+        **processor_kwargs: the processor's other arguments, as for the conditioned prompt (`videos=...`,
+            `images=...`); `return_tensors` defaults to "pt", `padding` to True. Without `images` / `videos` the
+            visuals are read from the messages (`{"type": "image", "image": ...}`), as
+            `processor.apply_chat_template(..., tokenize=True)` reads them.
+
+    Returns:
+        The processor's outputs: pass them as `generate(..., prior_inputs=...)` with
+        `PriorNormalized(alpha, prior="inputs", combine="contrastive")`.
+    """
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise ValueError(f"instruction must be a non-empty string, got {instruction!r}.")
+    batch = isinstance(messages, (list, tuple)) and bool(messages) and isinstance(messages[0], (list, tuple))
+    conversations = [_disturbed(c, instruction) for c in (messages if batch else [messages])]
+    processor_kwargs.setdefault("return_tensors", "pt")
+    processor_kwargs.setdefault("padding", True)
+    if not any(key in processor_kwargs for key in ("images", "videos")):  # the visuals are in the messages
+        return processor.apply_chat_template(conversations if batch else conversations[0], add_generation_prompt=True,
+                                             tokenize=True, return_dict=True, **processor_kwargs)
+    texts = [processor.apply_chat_template(c, add_generation_prompt=True) for c in conversations]
+    return processor(text=texts, **processor_kwargs)
+
+
+def _disturbed(conversation, instruction: str) -> list:
+    """A copy of `conversation` with `instruction` first in its first user message's text."""
+    if not isinstance(conversation, (list, tuple)) or not all(isinstance(m, Mapping) for m in conversation):
+        raise ValueError("messages must be a chat conversation (a list of {'role': ..., 'content': ...} dicts) or a "
+                         f"list of them, got {type(conversation).__name__}.")
+    conversation = copy.deepcopy(list(conversation))
+    user = next((m for m in conversation if m.get("role") == "user"), None)
+    if user is None:
+        raise ValueError("messages hold no 'user' message: ICD puts its instruction before the user's text.")
+    content = user.get("content")
+    if isinstance(content, str):
+        user["content"] = f"{instruction} {content}"
+        return conversation
+    text = next((part for part in content if part.get("type") == "text"), None)
+    if text is None:  # no text: the instruction after the visual parts
+        content.append({"type": "text", "text": instruction})
+    else:
+        text["text"] = f"{instruction} {text['text']}"
+    return conversation
+
+
+def prepare_contrast(architecture, normalizer, config, args: tuple, kwargs: dict, prior_inputs) -> tuple[dict | None, int]:
+    """Check `prior_inputs` against the processor's prior mode and build the contrast inputs of a generate call
+    (`config`: its generation config).
+
+    Returns (contrast inputs, one row per prompt, or None for the other priors; the left padding added to the
+    conditioned prompt in `kwargs`, in place, to the contrast's length)."""
+    prior = normalizer.prior
+    if prior != "inputs" and prior_inputs is not None:
+        raise ValueError(f"generate got prior_inputs, which only PriorNormalized(alpha, prior='inputs') reads (this "
+                         f"processor has prior={prior!r}): drop prior_inputs or use prior='inputs'.")
+    if prior not in ("inputs", "noise") or not normalizer.needs_prior:
+        return None, 0
+    if prior == "inputs" and prior_inputs is None:
+        raise ValueError(f"PriorNormalized(prior='inputs') needs the contrast prompt: {_HOW}.")
+    if args:
+        raise ValueError(f"PriorNormalized(prior={prior!r}) takes the prompt by keyword: "
+                         "model.generate(input_ids=..., ...) or model.generate(**inputs, ...).")
+    if kwargs.get("past_key_values") is not None:
+        raise ValueError(f"PriorNormalized(prior={prior!r}) does not continue a conversation from past_key_values yet: "
+                         "pass the whole conversation as input_ids, without past_key_values.")
+    if kwargs.get("input_ids") is None:
+        raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")
+    if prior == "noise":
+        return _padded(architecture, kwargs, _noised(architecture, kwargs, normalizer))
+    contrast = _given(prior_inputs, kwargs["input_ids"])
+    check_pixels(contrast, architecture.pixel_keys, "generate's prior_inputs")
+    return _padded(architecture, kwargs, contrast)
+
+
+def _noised(architecture, kwargs: dict, normalizer) -> dict:
+    """The conditioned inputs with VCD's noise on their pixel values."""
+    contrast = {k: v for k, v in kwargs.items() if torch.is_tensor(v)}
+    pixels = [k for k in architecture.pixel_keys if k.startswith("pixel_values") and contrast.get(k) is not None]
+    if not pixels:
+        raise ValueError(f"PriorNormalized(prior='noise') distorts the pixel inputs, but generate got none of "
+                         f"{', '.join(architecture.pixel_keys)}: pass the processor's outputs whole.")
+    for key in pixels:
+        contrast[key] = vcd_noise(contrast[key], normalizer.noise_step, normalizer.seed)
+    return contrast
+
+
+def _given(prior_inputs, input_ids: torch.Tensor) -> dict:
+    """The user's contrast inputs, checked: the processor's tensors, one left-padded row per prompt."""
+    if not isinstance(prior_inputs, Mapping) or not torch.is_tensor(prior_inputs.get("input_ids")):
+        raise ValueError(f"prior_inputs must be the processor's outputs (a mapping with input_ids), got "
+                         f"{type(prior_inputs).__name__}: {_HOW}.")
+    contrast = {k: v.to(input_ids.device) for k, v in prior_inputs.items() if torch.is_tensor(v)}
+    ids = contrast["input_ids"]
+    if ids.ndim != 2 or ids.shape[0] != input_ids.shape[0]:
+        raise ValueError(f"prior_inputs has input_ids of shape {tuple(ids.shape)}: it needs one row per prompt, "
+                         f"{input_ids.shape[0]} rows (the contrast prompt of each), any length.")
+    if contrast.get("inputs_embeds") is not None:
+        raise ValueError("prior_inputs must hold input_ids, not inputs_embeds.")
+    if contrast.get("attention_mask") is None:
+        contrast["attention_mask"] = torch.ones_like(ids)
+    if not bool(contrast["attention_mask"][:, -1].all()):
+        raise ValueError("prior_inputs rows end with padding (attention_mask 0 in the last slot): build them with "
+                         "processor.tokenizer.padding_side = 'left', as for the conditioned prompt.")
+    return contrast
+
+
+def _padded(architecture, kwargs: dict, contrast: dict) -> tuple[dict, int]:
+    """Left-pad the conditioned prompt (in `kwargs`) and the contrast prompt to the same length; the contrast and the
+    padding added to the conditioned prompt."""
+    length = max(kwargs["input_ids"].shape[1], contrast["input_ids"].shape[1])
+    pad = length - kwargs["input_ids"].shape[1]
+    if pad and kwargs.get("position_ids") is not None:
+        raise ValueError("generate got position_ids, but the contrast prompt is longer than the prompt, which pnd pads to "
+                         "its length: leave position_ids out (generate computes them).")
+    for inputs in (kwargs, contrast):
+        if inputs.get("attention_mask") is None:
+            inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+        extra = length - inputs["input_ids"].shape[1]
+        if extra:
+            ids = inputs["input_ids"]  # padding ids: the row's last token, text (a visual id would be read as one)
+            inputs["input_ids"] = torch.cat([ids[:, -1:].expand(-1, extra), ids], 1)
+            for key in dict.fromkeys(("attention_mask", "token_type_ids", *architecture.token_inputs)):  # each once
+                if torch.is_tensor(inputs.get(key)):
+                    inputs[key] = torch.nn.functional.pad(inputs[key], (extra, 0), value=0)
+    return contrast, pad
+
+
+def contrast_prefill(model, forward, contrast: dict, prefill_kwargs: dict) -> PriorPrefill:
+    """The contrast rows' prefill: `forward` (the model's own) on the contrast inputs, into a cache of their own, then
+    each row repeated as `generate` repeated the conditioned prompt's (beams, returned sequences)."""
+    ids, mask = contrast["input_ids"], contrast["attention_mask"]
+    repeats = prefill_kwargs["input_ids"].shape[0] // ids.shape[0]
+    others = {k: v for k, v in contrast.items() if k not in ("input_ids", "attention_mask", "position_ids")}
+    positions = default_position_ids(model, ids, mask, **others)  # as generate gives them (a given one is generate's)
+    cache = cache_from_layers(model.config.get_text_config(decoder=True))
+    outputs = forward(**{**contrast, "position_ids": positions, "past_key_values": cache, "use_cache": True,
+                         "logits_to_keep": 1})
+
+    def rows(t: torch.Tensor, dim: int = 0) -> torch.Tensor:
+        return t.repeat_interleave(repeats, dim=dim) if repeats > 1 else t
+
+    offset = prefill_kwargs["position_ids"][..., -1] - rows(positions[..., -1], dim=-1)
+    return PriorPrefill(logits=rows(outputs.logits[:, -1]), layers=[map_states(rows, s) for s in layer_states(cache)],
+                        attends=rows(mask.bool()), position_offset=offset)
+
+
+def without_padding(out, pad: int):
+    """`generate`'s output with the `pad` slots `_padded` put before the conditioned prompt cut off its sequences and
+    its returned cache's full-attention layers (padding in every row: the cache of the prompt as given; a static
+    layer's slots moved to its start)."""
+    if not pad:
+        return out
+    if torch.is_tensor(out):
+        return out[:, pad:]
+    out.sequences = out.sequences[:, pad:]
+    cache = getattr(out, "past_key_values", None)
+    for layer in getattr(cache, "layers", ()):
+        if type(layer) is DynamicLayer and layer.keys is not None and layer.keys.ndim == 4:
+            layer.keys, layer.values = layer.keys[:, :, pad:], layer.values[:, :, pad:]
+        elif type(layer) is StaticLayer and layer.is_initialized:
+            length = int(layer.cumulative_length)
+            for states in (layer.keys, layer.values):
+                states[:, :, : length - pad] = states[:, :, pad:length].clone()
+                states[:, :, length - pad : length] = 0
+            layer.cumulative_length.sub_(pad)
+    return out
+

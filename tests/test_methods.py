@@ -1,0 +1,539 @@
+"""VCD, ICD and M3ID on pnd's paired engine (docs/methods.md) against brute-force references built from the papers'
+formulas: at every step one from-scratch forward of the conditioned input and one of the contrast input (or prior)."""
+
+import functools
+import json
+import math
+
+import PIL.Image
+import pytest
+import torch
+from transformers import DynamicCache
+
+import pnd
+from pnd.testing import random_video, tiny_inputs
+
+from helpers import PROMPTS
+from reference import contrast_prior, masked_prior, method_forced, method_greedy, text_prior
+
+STEPS = 5
+FAMILIES = ("llava_onevision", "qwen2_vl")  # a dense model, and M-RoPE (a contrast of another length moves positions)
+GATE = 0.015  # the tiny models' max p_c is 0.009-0.019: this gate lets some steps through and stops others
+
+
+# --- the papers' combinations, from log p_c (conditioned), log p_x (prior / contrast) and the step t (1 = first) ---
+def prior_combine(alpha):  # BLiM
+    return lambda c, p, t: c - alpha * p
+
+
+def contrastive(alpha, beta=None):  # VCD, ICD: (1 + alpha) log p_c - alpha log p_d, cut where p_c < beta max p_c
+    def combine(c, p, t):
+        s = (1 + alpha) * c - alpha * p
+        return s if beta is None else s.masked_fill(c.exp() < beta * c.exp().amax(-1, keepdim=True), -math.inf)
+    return combine
+
+
+def m3id(rate, gate):  # M3ID: w_t = exp(lambda t) - 1, only where max p_c < gate
+    def combine(c, p, t):
+        w = math.exp(rate * t) - 1
+        return torch.where(c.exp().amax(-1, keepdim=True) < gate, c + w * (c - p), c)
+    return combine
+
+
+def run(model, inputs, processor, **kwargs):
+    pnd.attach(model)
+    kwargs.setdefault("do_sample", False)
+    return model.generate(**inputs, max_new_tokens=STEPS, logits_processor=[processor], return_dict_in_generate=True,
+                          output_scores=True, **kwargs)
+
+
+def eos(model):
+    ids = model.generation_config.eos_token_id
+    return ids if isinstance(ids, list) else [ids]
+
+
+def messages(prompt):
+    return [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": prompt}]}]
+
+
+def icd(processor, model_type, prompts=PROMPTS, seed=0):
+    """ICD's contrast for `tiny_inputs(processor, model_type, prompts, seed)`: the same videos, the instruction first."""
+    videos = [random_video(seed + i, frames=4) for i in range(len(prompts))]
+    return pnd.icd_inputs(processor, [messages(p) for p in prompts], videos=videos)
+
+
+def noised(inputs, noise_step=500, seed=0):
+    return {**inputs, **{k: pnd.vcd_noise(v, noise_step, seed) for k, v in inputs.items() if k.startswith("pixel_values")}}
+
+
+def assert_greedy(model, inputs, out, combine, prior):
+    tokens, scores = method_greedy(model, inputs, STEPS, combine, prior, banned=eos(model))
+    assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1] :], tokens)
+    assert_scores(model, torch.stack(out.scores, 1), torch.stack(scores, 1))
+
+
+def assert_scores(model, got, want):
+    """generate's scores are the reference's; -inf where it is -inf, and at min_new_tokens' end-of-sequence tokens."""
+    finite = torch.isfinite(want)
+    cut = finite & ~torch.isfinite(got)
+    assert not cut[..., [i for i in range(cut.shape[-1]) if i not in eos(model)]].any()
+    finite &= ~cut
+    assert torch.equal(torch.isfinite(got), finite)
+    torch.testing.assert_close(got[finite], want[finite], atol=2e-4, rtol=0)
+
+
+# --- VCD's noise ---
+def test_vcd_noise_is_the_diffusion_forward_process_at_noise_step():
+    x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+    abar = math.prod(1 - (1 / (1 + math.exp(-(-6 + 12 * i / 999))) * (0.5e-2 - 1e-5) + 1e-5) for i in range(501))
+    eps = torch.randn(x.shape, generator=torch.Generator("cpu").manual_seed(7))
+    torch.testing.assert_close(pnd.vcd_noise(x, 500, seed=7), math.sqrt(abar) * x + math.sqrt(1 - abar) * eps,
+                               atol=1e-5, rtol=0)
+    assert pnd.vcd_noise(x.bfloat16(), 500).dtype == torch.bfloat16
+    assert not torch.equal(pnd.vcd_noise(x, 500, seed=0), pnd.vcd_noise(x, 500, seed=1))
+    mitigv = pytest.importorskip("mitigv.perturbations")  # the packaged peer (VCD's reference indexing, abar[T])
+    torch.manual_seed(3)
+    assert torch.equal(mitigv.DiffusionNoisePerturbation(noise_step=500)(x), pnd.vcd_noise(x, 500, seed=3))
+
+
+@pytest.mark.parametrize("bad", [-1, 1000, 2.5, True, "500"])
+def test_vcd_noise_step_is_checked(bad):
+    with pytest.raises(ValueError, match="noise_step must be an integer in"):
+        pnd.vcd_noise(torch.zeros(2), bad)
+    with pytest.raises(ValueError, match="noise_step must be an integer in"):
+        pnd.PriorNormalized(1.0, prior="noise", noise_step=bad)
+
+
+# --- combine="contrastive" and M3ID on pnd's own priors ---
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_contrastive_greedy_matches_brute_force(tiny, model_type):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    out = run(model, inputs, pnd.PriorNormalized(0.8, combine="contrastive", plausibility=0.1), min_new_tokens=STEPS)
+    assert_greedy(model, inputs, out, contrastive(0.8, 0.1), masked_prior)
+
+
+@pytest.mark.parametrize("model_type, prior, gate", [("llava_onevision", "text", 1.0), ("llava_onevision", "masked", GATE),
+                                                     ("qwen2_vl", "text", 0.3)])
+def test_m3id_greedy_matches_brute_force(tiny, model_type, prior, gate):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    out = run(model, inputs, pnd.M3ID(forgetting_rate=0.6, gate=gate, prior=prior), min_new_tokens=STEPS)
+    assert_greedy(model, inputs, out, m3id(0.6, gate), text_prior if prior == "text" else masked_prior)
+
+
+def test_m3id_changes_decoding_and_its_gate_matters(tiny):
+    """Guard against vacuous references: the correction changes tokens, and the gate keeps some steps' rows as they
+    are and lets others through."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    plain, _ = method_greedy(model, inputs, STEPS, prior_combine(0.0), text_prior, banned=eos(model))
+    full, full_scores = method_greedy(model, inputs, STEPS, m3id(0.6, 1.0), text_prior, banned=eos(model))
+    _, gated_scores = method_greedy(model, inputs, STEPS, m3id(0.6, GATE), text_prior, banned=eos(model))
+    assert not torch.equal(plain, full)
+    same = [torch.equal(a[row], b[row]) for a, b in zip(full_scores, gated_scores) for row in range(a.shape[0])]
+    assert any(same) and not all(same)
+
+
+def beam_check(model, inputs, out, combine, prior):
+    """Each returned beam's score is the reference's per-step scores summed along it, over its length."""
+    prompt_len = inputs["input_ids"].shape[1]
+    for row in range(out.sequences.shape[0]):
+        generated = out.sequences[row, prompt_len:]
+        length = int((generated == eos(model)[0]).nonzero()[0, 0]) + 1 if (generated == eos(model)[0]).any() \
+            else len(generated)
+        scores = method_forced(model, inputs, generated[None, :length], combine, prior)[0]
+        total = scores.gather(1, generated[:length, None]).sum()
+        torch.testing.assert_close(out.sequences_scores[row], total / length, atol=2e-4, rtol=0)
+
+
+def sampling_check(model, inputs, out, combine, prior):
+    generated = out.sequences[:, inputs["input_ids"].shape[1] :]
+    assert_scores(model, torch.stack(out.scores, 1), method_forced(model, inputs, generated, combine, prior))
+
+
+BEAM = {"num_beams": 3, "num_return_sequences": 2, "length_penalty": 1.0}
+SAMPLE = {"do_sample": True, "top_k": 0, "top_p": 1.0, "temperature": 1.0, "min_new_tokens": STEPS}
+
+
+@pytest.mark.parametrize("method", ["contrastive", "m3id"])
+def test_beam_search_and_sampling_match_brute_force(tiny, method):
+    model, processor = tiny("llava_onevision")
+    one, batch = (tiny_inputs(processor, "llava_onevision", prompts) for prompts in (PROMPTS[:1], PROMPTS))
+    if method == "contrastive":
+        make, combine, prior = lambda: pnd.PriorNormalized(0.7, combine="contrastive"), contrastive(0.7), masked_prior
+    else:
+        make, combine, prior = lambda: pnd.M3ID(forgetting_rate=0.5, gate=1.0), m3id(0.5, 1.0), text_prior
+    beam_check(model, one, run(model, one, make(), **BEAM), combine, prior)
+    torch.manual_seed(3)
+    sampling_check(model, batch, run(model, batch, make(), **SAMPLE), combine, prior)
+
+
+@pytest.mark.parametrize("alpha", [0.5, 1.0])
+def test_contrastive_is_prior_at_alpha_over_one_plus_alpha(tiny, alpha):
+    """docs/methods.md: contrastive alpha a ranks as prior alpha a / (1 + a) (greedy, beam search: the scores are
+    (1 + a) times the prior's), and samples as it at temperature 1 / (1 + a)."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    contrastive_, prior_ = pnd.PriorNormalized(alpha, combine="contrastive"), pnd.PriorNormalized(alpha / (1 + alpha))
+    for kwargs in ({}, BEAM):
+        a, b = run(model, inputs, contrastive_, **kwargs), run(model, inputs, prior_, **kwargs)
+        assert torch.equal(a.sequences, b.sequences)
+        if kwargs:
+            torch.testing.assert_close(a.sequences_scores, (1 + alpha) * b.sequences_scores, atol=1e-4, rtol=0)
+        else:
+            for x, y in zip(a.scores, b.scores):
+                torch.testing.assert_close(x, (1 + alpha) * y, atol=1e-4, rtol=0)
+    sampled = []
+    for processor_, temperature in ((contrastive_, 1.0), (prior_, 1 / (1 + alpha))):
+        torch.manual_seed(5)
+        sampled.append(run(model, inputs, processor_, do_sample=True, top_k=0, temperature=temperature).sequences)
+    assert torch.equal(*sampled)
+
+
+@pytest.mark.parametrize("mode", ["greedy", "beam", "sample"])
+def test_zero_weight_is_plain_generate(tiny, mode):
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    kwargs = {"greedy": {}, "beam": {"num_beams": 3}, "sample": {"do_sample": True, "top_k": 20}}[mode]
+    torch.manual_seed(0)
+    plain = model.generate(**inputs, max_new_tokens=STEPS, return_dict_in_generate=True, output_scores=True,
+                           **{"do_sample": False, **kwargs})
+    processors = [(pnd.PriorNormalized(0.0, combine="contrastive"), {}), (pnd.M3ID(forgetting_rate=0), {}),
+                  (pnd.PriorNormalized(0.0, prior="noise"), {}),
+                  (pnd.PriorNormalized(0.0, prior="inputs"), {"prior_inputs": icd(processor, "llava_onevision")})]
+    for processor_, extra in processors:
+        torch.manual_seed(0)
+        ours = run(model, inputs, processor_, **kwargs, **extra)
+        assert torch.equal(plain.sequences, ours.sequences)
+        assert all(torch.equal(a, b) for a, b in zip(plain.scores, ours.scores))
+
+
+# --- contrast priors: prior="inputs" (ICD, any other prompt) and prior="noise" (VCD) ---
+def text_only(processor, prompts):
+    texts = [processor.apply_chat_template([{"role": "user", "content": [{"type": "text", "text": p}]}],
+                                           add_generation_prompt=True) for p in prompts]
+    return processor(text=texts, return_tensors="pt", padding=True)
+
+
+def contrast_case(processor, model_type, inputs, kind):
+    """(the PriorNormalized, generate's extra arguments, the reference's contrast inputs) of a contrast `kind`."""
+    if kind == "noise":
+        return pnd.PriorNormalized(1.0, prior="noise", combine="contrastive", plausibility=0.1), {}, noised(inputs)
+    contrast = {"icd": lambda: icd(processor, model_type),  # longer than the prompt: the prompt gets padded
+                "shorter": lambda: tiny_inputs(processor, model_type, ("a", "b c"), seed=5),  # other videos
+                "text": lambda: text_only(processor, ("Describe it.", "what colour?"))}[kind]()
+    return pnd.PriorNormalized(1.0, prior="inputs", combine="contrastive"), {"prior_inputs": contrast}, contrast
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+@pytest.mark.parametrize("kind", ["icd", "shorter", "text", "noise"])
+def test_contrast_greedy_matches_brute_force(tiny, model_type, kind):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    normalizer, extra, contrast = contrast_case(processor, model_type, inputs, kind)
+    longer = contrast["input_ids"].shape[1] > inputs["input_ids"].shape[1]
+    assert longer == (kind == "icd") and (kind != "noise" or contrast["input_ids"] is inputs["input_ids"])
+    out = run(model, inputs, normalizer, min_new_tokens=STEPS, **extra)
+    assert_greedy(model, inputs, out, contrastive(1.0, normalizer.plausibility), contrast_prior(contrast))
+    assert out.past_key_values.get_seq_length() == out.sequences.shape[1] - 1  # the prompt as given, no padding
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+@pytest.mark.parametrize("kind", ["icd", "noise"])
+def test_contrast_with_a_static_cache(tiny, model_type, kind):
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    normalizer, extra, contrast = contrast_case(processor, model_type, inputs, kind)
+    out = run(model, inputs, normalizer, min_new_tokens=STEPS, cache_implementation="static", **extra)
+    assert_greedy(model, inputs, out, contrastive(1.0, normalizer.plausibility), contrast_prior(contrast))
+    assert out.past_key_values.get_seq_length() == out.sequences.shape[1] - 1  # the prompt as given, no padding
+    dynamic = run(model, inputs, normalizer, min_new_tokens=STEPS, **extra).past_key_values
+    for static_layer, dynamic_layer in zip(out.past_key_values.layers, dynamic.layers):
+        length = dynamic_layer.keys.shape[2]
+        torch.testing.assert_close(static_layer.keys[:, :, :length], dynamic_layer.keys, atol=1e-4, rtol=0)
+
+
+def test_contrast_priors_change_decoding(tiny):
+    """Guard against a vacuous reference: ICD's, VCD's and pnd's masked prior each decode other tokens."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    priors = [masked_prior, contrast_prior(icd(processor, "llava_onevision")), contrast_prior(noised(inputs))]
+    decoded = [method_greedy(model, inputs, STEPS, contrastive(1.0), prior)[0] for prior in priors]
+    assert all(not torch.equal(a, b) for i, a in enumerate(decoded) for b in decoded[i + 1 :])
+
+
+def test_contrast_beam_search_and_sampling_match_brute_force(tiny):
+    model, processor = tiny("llava_onevision")
+    one, batch = (tiny_inputs(processor, "llava_onevision", prompts) for prompts in (PROMPTS[:1], PROMPTS))
+    make = functools.partial(pnd.PriorNormalized, 0.6, prior="inputs", combine="contrastive")
+    contrast = icd(processor, "llava_onevision", PROMPTS[:1])
+    beam_check(model, one, run(model, one, make(), prior_inputs=contrast, **BEAM), contrastive(0.6),
+               contrast_prior(contrast))
+    contrast = icd(processor, "llava_onevision")
+    torch.manual_seed(3)
+    out = run(model, batch, make(), prior_inputs=contrast, **SAMPLE)
+    sampling_check(model, batch, out, contrastive(0.6), contrast_prior(contrast))
+    _, _, noise = contrast_case(processor, "llava_onevision", one, "noise")
+    beam_check(model, one, run(model, one, pnd.PriorNormalized(0.6, prior="noise"), **BEAM), prior_combine(0.6),
+               contrast_prior(noise))
+
+
+def test_icd_inputs_puts_the_instruction_first_in_the_user_text(tiny):
+    _, processor = tiny("llava_onevision")
+    conversation = messages("Describe the video.")
+    contrast = pnd.icd_inputs(processor, conversation, instruction="Be vague.", videos=[random_video(0, frames=4)])
+    text = processor.tokenizer.decode(contrast["input_ids"][0])
+    plain = processor.tokenizer.decode(tiny_inputs(processor, "llava_onevision", PROMPTS[:1])["input_ids"][0])
+    assert plain.replace("Describe the video.", "Be vague. Describe the video.") == text
+    assert conversation == messages("Describe the video.")  # the caller's messages are left as they were
+    image = PIL.Image.fromarray(random_video(1, frames=1)[0].permute(1, 2, 0).numpy())  # visuals in the messages
+    inline = [{"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": "Describe."}]}]
+    contrast = pnd.icd_inputs(processor, inline, instruction="Be vague.")
+    plain = processor(text=[processor.apply_chat_template(inline, add_generation_prompt=True)], images=[image],
+                      return_tensors="pt")
+    assert processor.tokenizer.decode(contrast["input_ids"][0]) == processor.tokenizer.decode(
+        plain["input_ids"][0]).replace("Describe.", "Be vague. Describe.")
+    assert torch.equal(contrast["pixel_values"], plain["pixel_values"])
+
+
+def test_contrast_inputs_are_checked(tiny):
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    contrast = icd(processor, "llava_onevision")
+    pnd.attach(model)
+    inputs_prior = pnd.PriorNormalized(1.0, prior="inputs")
+    cases = [
+        ({"logits_processor": [pnd.PriorNormalized(0.5)], "prior_inputs": contrast}, "only PriorNormalized.*'inputs'"),
+        ({"prior_inputs": contrast}, "no PriorNormalized"),
+        ({"logits_processor": [inputs_prior]}, "needs the contrast prompt"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": {k: v[:1] for k, v in contrast.items()}}, "one row per"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": contrast["input_ids"]}, "processor's outputs"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": {**contrast, "attention_mask": contrast[
+            "attention_mask"].flip(1)}}, "end with padding"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": contrast, "past_key_values": DynamicCache()},
+         "does not continue a conversation"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": contrast, "position_ids": inputs["attention_mask"]},
+         "leave position_ids out"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": {**contrast, "pixel_values_videos": contrast[
+            "pixel_values_videos"] * float("nan")}}, "prior_inputs.*NaN|NaN.*prior_inputs"),
+        ({"logits_processor": [pnd.PriorNormalized(1.0, prior="noise")], "pixel_values_videos": None}, "none of"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            model.generate(**{**inputs, **kwargs}, max_new_tokens=2)
+    # no attention mask (None): every slot of the prompt attended, the padding pnd adds masked, as the reference has it
+    alone = {k: v[:1] for k, v in tiny_inputs(processor, "llava_onevision", PROMPTS[:1]).items()}
+    alone_contrast = icd(processor, "llava_onevision", PROMPTS[:1])
+    out = run(model, {**alone, "attention_mask": None}, pnd.PriorNormalized(1.0, prior="inputs", combine="contrastive"),
+              prior_inputs={**alone_contrast, "attention_mask": None}, min_new_tokens=STEPS)
+    assert_greedy(model, alone, out, contrastive(1.0), contrast_prior(alone_contrast))
+    with pytest.raises(ValueError, match="combine must be one of"):
+        pnd.PriorNormalized(0.5, combine="vcd")
+    with pytest.raises(ValueError, match="gate must be"):
+        pnd.M3ID(gate=0)
+    with pytest.raises(ValueError, match="M3ID's prior must be"):
+        pnd.M3ID(prior="blank")
+
+
+# --- the registry of methods and its front ends ---
+def test_registry_builds_each_papers_processor_with_its_defaults():
+    from pnd.decoding.methods import METHODS, method
+
+    assert sorted(METHODS) == ["cpn", "icd", "m3id", "vcd"]
+    assert repr(method("cpn").processor()) == repr(pnd.PriorNormalized(0.5))
+    assert repr(method("vcd").processor()) == repr(pnd.PriorNormalized(1.0, prior="noise", plausibility=0.1,
+                                                                        combine="contrastive", noise_step=500, seed=0))
+    assert repr(method("icd").processor()) == repr(pnd.PriorNormalized(1.0, prior="inputs", plausibility=0.1,
+                                                                        combine="contrastive"))
+    assert repr(method("m3id").processor(gate="0.5")) == repr(pnd.M3ID(0.02, 0.5, prior="text"))
+    assert method("icd").contrast_text("Describe.") == ("You are a confused object detector to provide a fuzzy "
+                                                        "overview or impression of the image. Describe.")
+    with pytest.raises(ValueError, match="has no setting 'alpha'; its settings"):
+        method("m3id").processor(alpha=1)
+    with pytest.raises(ValueError, match="noise_step must be of type int"):
+        method("vcd").processor(noise_step="many")
+    with pytest.raises(ValueError, match="Unknown decoding method 'dola'"):
+        method("dola")
+
+
+@pytest.mark.parametrize("name", ["vcd", "icd", "m3id"])
+def test_generate_captions_runs_each_method(tiny, name):
+    from pnd.decoding.captioning import generate_captions
+    from pnd.io.prompts import video_prompt
+
+    model, processor = tiny("llava_onevision")
+    video = random_video(0, frames=4)
+    settings = {"m3id": {"forgetting_rate": 0.6, "gate": 1.0}}.get(name, {})
+    caption = generate_captions(pnd.attach(model), processor, [video], None, max_new_tokens=STEPS, method=name,
+                                settings=settings)[0]
+    inputs = processor(text=[video_prompt(processor, "Describe the video.")], videos=[video], return_tensors="pt")
+    combine, prior = {"vcd": (contrastive(1.0, 0.1), contrast_prior(noised(inputs))),
+                      "icd": (contrastive(1.0, 0.1), contrast_prior(icd(processor, "llava_onevision", PROMPTS[:1]))),
+                      "m3id": (m3id(0.6, 1.0), text_prior)}[name]
+    tokens, _ = method_greedy(model, inputs, STEPS, combine, prior)
+    tokens = tokens[0].tolist()
+    tokens = tokens[: tokens.index(eos(model)[0]) + 1] if eos(model)[0] in tokens else tokens
+    assert caption == processor.decode(tokens, skip_special_tokens=True).strip()
+
+
+def test_pnd_caption_method(tmp_path, no_model):
+    """`pnd caption --method`: the settings are checked before any model loads."""
+    from pnd.cli import main
+
+    from helpers import write_mp4
+
+    write_mp4(tmp_path / "a.mp4", 4)
+    for args, message in [(["--method", "m3id", "--alpha", "1"], "'m3id' has no setting 'alpha'"),
+                          (["--method", "vcd", "--method-args", "noise_step=2000"], "noise_step must be an integer in"),
+                          (["--method", "vcd", "--method-args", "noise_step"], "key=value pairs")]:
+        with pytest.raises(SystemExit, match=message):
+            main(["caption", str(tmp_path / "a.mp4"), "--out", str(tmp_path / "c.jsonl"), *args])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4"]
+
+
+@pytest.mark.parametrize("name, settings", [("icd", "alpha=0.5"), ("m3id", "forgetting_rate=0.5,gate=1")])
+def test_pnd_caption_method_records(tmp_path, name, settings):
+    """`pnd caption --method` writes what generate_captions (checked against the reference above) gives."""
+    from pnd.cli import main
+    from pnd.decoding.captioning import generate_captions
+    from pnd.decoding.methods import method, parse_settings
+    from pnd.demo import load_demo_model
+    from pnd.io.video import read_video
+
+    from helpers import write_mp4
+
+    write_mp4(tmp_path / "a.mp4", 8)
+    out = tmp_path / "c.jsonl"
+    main(["caption", str(tmp_path / "a.mp4"), "--out", str(out), "--method", name, "--method-args", settings,
+          "--max-new-tokens", "6", "--workers", "0"])
+    record = json.loads(out.read_text().splitlines()[0])
+    model, processor = load_demo_model()
+    want = generate_captions(pnd.attach(model), processor, [read_video(tmp_path / "a.mp4", 8)], None, max_new_tokens=6,
+                             method=name, settings=parse_settings(settings))[0]
+    assert record["caption"] == want and record["method"] == name
+    assert record["settings"] == method(name).settings(**parse_settings(settings))
+    pnd.detach(model)
+
+
+@pytest.mark.parametrize("args", [{"method": "icd", "alpha": 0.5}, {"method": "vcd", "noise_step": 250},
+                                  {"method": "m3id", "forgetting_rate": "0.5", "gate": 1}])
+def test_lmms_eval_model_args_method(tmp_path, args):
+    """lmms-eval's pnd_hf with model_args method=...: generate_until equals the brute-force reference."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from PIL import Image
+
+    from pnd.integrations.lmms_eval import PndHf
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model("llava_onevision")
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    lm = PndHf(pretrained=str(tmp_path / "model"), device="cpu", **args)
+    image = Image.fromarray(np.random.default_rng(3).integers(0, 256, (40, 48, 3), dtype=np.uint8))
+    lm.task_dict = {"t": {"test": [{"image": image}]}}
+    question = "Is there a cat? Please answer yes or no."
+    request = SimpleNamespace(args=(question, {"max_new_tokens": STEPS}, lambda doc: [doc["image"]], 0, "t", "test"))
+    generated = lm.generate_until([request])
+
+    def inputs_for(text):
+        prompt = processor.apply_chat_template([{"role": "user", "content": [{"type": "image"},
+                                                                            {"type": "text", "text": text}]}],
+                                               add_generation_prompt=True)
+        return processor(text=[prompt], images=[[image]], return_tensors="pt")
+
+    inputs = inputs_for(question)
+    combine, prior = {"icd": (contrastive(0.5, 0.1), contrast_prior(inputs_for(pnd.decoding.contrast.ICD_INSTRUCTION
+                                                                               + " " + question))),
+                      "vcd": (contrastive(1.0, 0.1), contrast_prior(noised(inputs, 250))),
+                      "m3id": (m3id(0.5, 1.0), text_prior)}[args["method"]]
+    tokens = method_greedy(model, inputs, STEPS, combine, prior)[0][0].tolist()
+    tokens = tokens[: tokens.index(eos(model)[0]) + 1] if eos(model)[0] in tokens else tokens
+    assert generated == [processor.decode(tokens, skip_special_tokens=True)]
+    if args["method"] == "icd":
+        with pytest.raises(ValueError, match="loglikelihood scores with prior normalization"):
+            lm.loglikelihood([SimpleNamespace(args=(question, " yes", lambda doc: [doc["image"]], 0, "t", "test"))])
+    with pytest.raises(TypeError, match=r"unknown model_args \['noise_step'\] \(method=cpn also takes alpha, prior"):
+        PndHf(pretrained=str(tmp_path / "model"), device="cpu", noise_step=3)
+
+
+FAKE_LMMS_EVAL = '''
+import argparse, json, pathlib, sys
+parser = argparse.ArgumentParser()
+for name in ("--model", "--model_args", "--tasks", "--batch_size", "--output_path", "--include_path"):
+    parser.add_argument(name)
+parser.add_argument("--log_samples", action="store_true")
+args = parser.parse_args()
+out = pathlib.Path(args.output_path)
+with open(out.parent.parent / "calls.txt", "a") as calls:
+    calls.write(args.model_args + "\\n")
+value = len(args.model_args) / 100  # what the sweep must report for this run
+tasks = args.tasks.split(",")
+(out / "x_results.json").write_text(json.dumps({
+    "results": {t: {"accuracy,none": value} for t in tasks},
+    "configs": {t: {"metric_list": [{"metric": "accuracy"}]} for t in tasks}}))
+for t in tasks:
+    (out / f"x_samples_{t}.jsonl").write_text(json.dumps({"doc_id": 0, "filtered_resps": [args.model_args]}) + "\\n")
+'''
+
+
+def test_pnd_sweep_methods(tmp_path):
+    """`pnd sweep --methods`: one lmms-eval run per method and alpha (m3id once, at its defaults), each with its
+    model_args, and the table holds what each run reported (a stand-in for lmms-eval writes its files)."""
+    import csv
+    import sys
+
+    from pnd.cli import main
+
+    fake = tmp_path / "fake_lmms_eval.py"
+    fake.write_text(FAKE_LMMS_EVAL)
+    argv = ["sweep", "--model", "pnd_hf", "--model-args", "pretrained=m", "--tasks", "t", "--alphas", "0.5",
+            "--launcher", f"{sys.executable} {fake}", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--methods", "cpn,vcd,m3id"]) == 0
+    calls = (tmp_path / "out" / "calls.txt").read_text().split()
+    assert calls == ["pretrained=m,alpha=0", "pretrained=m,alpha=0.5", "pretrained=m,method=vcd,alpha=0.5",
+                     "pretrained=m,method=m3id"]
+    assert sorted(p.name for p in (tmp_path / "out" / "runs").iterdir()) == ["alpha0", "alpha0.5", "m3id",
+                                                                             "vcd-alpha0.5"]
+    rows = list(csv.DictReader((tmp_path / "out" / "sweep.csv").read_text().splitlines()))
+    assert [(r["method"], r["alpha"], float(r["value"])) for r in rows] == [
+        ("", "0.0", len(c) / 100) if i == 0 else ("", "0.5", len(c) / 100) if i == 1 else
+        (c.split("method=")[1].split(",")[0], "0.5" if "alpha" in c else "", len(c) / 100) for i, c in enumerate(calls)]
+    assert "| task | metric | alpha 0 (plain) | alpha 0.5 | vcd alpha 0.5 | m3id |" in (tmp_path / "out" / "sweep.md").read_text()
+    for extra, message in [(["--methods", "dola"], "--methods takes names among"),
+                           (["--model-args", "pretrained=m,method=vcd"], "sets method; leave it out")]:
+        with pytest.raises(SystemExit, match=message):
+            main([*argv, *extra])
+
+
+@pytest.mark.parametrize("model_type", ["gemma3", "qwen3_5", "internvl"])
+@pytest.mark.parametrize("longer", [True, False])
+def test_contrast_of_another_length_on_other_layouts(tiny, model_type, longer):
+    """A per-token input padded with the prompt and sliding-window layers (Gemma 3), recurrent layers (Qwen3.5), a
+    family whose expansion the bound processor reports (InternVL): a contrast prompt longer than the prompt (the
+    prompt padded) or shorter (the contrast padded), on images of its own."""
+    from pnd.testing import VIDEO_ARCHITECTURES
+
+    model, processor = tiny(model_type)
+    image = model_type not in VIDEO_ARCHITECTURES
+    inputs = tiny_inputs(processor, model_type, PROMPTS, image=image)
+    prompts = ("Be vague and say very little. " + PROMPTS[0], "Be vague. " + PROMPTS[1]) if longer else ("a", "b c")
+    contrast = tiny_inputs(processor, model_type, prompts, seed=4, image=image)
+    assert (contrast["input_ids"].shape[1] > inputs["input_ids"].shape[1]) == longer
+    out = run(model, inputs, pnd.PriorNormalized(0.8, prior="inputs", combine="contrastive"), prior_inputs=contrast,
+              min_new_tokens=STEPS)
+    assert_greedy(model, inputs, out, contrastive(0.8), contrast_prior(contrast))
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "gemma3", "qwen3_5"])
+def test_contrast_beam_search_on_other_layouts(tiny, model_type):
+    """Beam search with num_return_sequences on a longer contrast: the contrast rows repeated per beam and reordered
+    with them (M-RoPE positions, token types, recurrent states)."""
+    model, processor = tiny(model_type)
+    image = model_type == "gemma3"
+    one = tiny_inputs(processor, model_type, PROMPTS[:1], image=image)
+    contrast = tiny_inputs(processor, model_type, ("Be vague and say very little. " + PROMPTS[0],), seed=4, image=image)
+    out = run(model, one, pnd.PriorNormalized(0.6, prior="inputs", combine="contrastive"), prior_inputs=contrast, **BEAM)
+    beam_check(model, one, out, contrastive(0.6), contrast_prior(contrast))
