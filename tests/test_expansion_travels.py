@@ -199,3 +199,16 @@ def test_a_refusal_says_what_is_true(tiny):
     with pytest.raises(ValueError, match=rf"{EXPANSION_KEY} has shape \(2, 1\) but input_ids"):
         model.generate(**{**inputs, EXPANSION_KEY: inputs[EXPANSION_KEY][:, :1]}, max_new_tokens=1,
                        logits_processor=[pnd.PriorNormalized(ALPHA)])
+
+
+def test_a_token_id_family_gets_no_extra_output(tiny):
+    """Only families that read what the processor reports carry it: LLaVA-OneVision's expansion is its placeholder
+    tokens, so its inputs stay as transformers builds them and may be extended by hand (input_ids and mask alone)."""
+    model, processor = tiny("llava_onevision")
+    pnd.attach(model, processor)
+    inputs = tiny_inputs(processor, "llava_onevision")
+    assert EXPANSION_KEY not in inputs
+    token = pnd.prior_logits(model, **inputs).argmax(-1, keepdim=True)
+    longer = {**inputs, "input_ids": torch.cat([inputs["input_ids"], token], 1),
+              "attention_mask": torch.cat([inputs["attention_mask"], torch.ones_like(token)], 1)}
+    assert pnd.prior_logits(model, **longer).shape == (1, model.config.get_text_config().vocab_size)

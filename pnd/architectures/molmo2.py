@@ -33,6 +33,10 @@ from .registry import Architecture, register
 class Molmo2Architecture(Architecture):
     """Molmo2's expansion: the image view blocks from the token ids, a video prompt's as the processor reported it."""
 
+    @property
+    def reads_reported(self) -> bool:
+        return True  # a video prompt's expansion
+
     def expansion(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The image blocks of a prompt without video, else what the bound processor reported replacing."""
         processor = getattr(attachment_of(model), "processor", None)

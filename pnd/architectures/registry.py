@@ -51,6 +51,11 @@ class Architecture:
     reported: bool = False
     hides: str = "the placeholder tokens"  # what the token-id rule hides, in words (`pnd models --all`)
 
+    @property
+    def reads_reported(self) -> bool:
+        """Whether the expansion of some prompts is what the bound processor reported (its outputs then carry it)."""
+        return self.reported
+
     def hidden(self) -> str:
         """What the prior hides, in words."""
         if self.reported:

@@ -281,13 +281,15 @@ def _unknown_expansion(rows: list[int], family: str, processor) -> str:
 
 def bind_processor(model, processor) -> None:
     """Remember `processor` as the one that builds `model`'s inputs, and make it report its expansions; while `model`
-    is attached, the processor's outputs carry them (`EXPANSION_KEY`) and its tokenizer pads them."""
+    is attached and its family reads what the processor reports (`Architecture.reads_reported`), the processor's
+    outputs carry them (`EXPANSION_KEY`) and its tokenizer pads them. Families with a token-id rule get no extra
+    output: their inputs stay as transformers builds them, to edit freely."""
     report_expansions(processor)
     attachment = attachment_of(model, create=True)
     if attachment.processor is not processor:
         release_processor(model)
     attachment.processor = processor
-    if attachment.attached:
+    if attachment.attached and getattr(attachment.architecture, "reads_reported", False):
         _CARRIERS.setdefault(processor, weakref.WeakSet()).add(model)
         tokenizer = getattr(processor, "tokenizer", None)
         if tokenizer is not None and getattr(type(tokenizer), "_pnd_role", None) != "tokenizer":
