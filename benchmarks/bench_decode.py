@@ -4,6 +4,7 @@
     python benchmarks/bench_decode.py --size 7b --device cuda --dtype bfloat16 [--arch qwen2_vl]   # GPU
     python benchmarks/bench_decode.py --arch qwen3_vl|qwen3_5|qwen4_exp|nemotron_h_omni --size 7b --device cuda \
         --dtype bfloat16
+    .venv/bin/python benchmarks/bench_decode.py --method vcd|icd|m3id --static skip --modes-frames 0   # a method's cost
 
 Models have random weights and are built offline from a real architecture's config: `--size cpu` is
 LLaVA-OneVision (SigLIP + a 154 M-parameter Qwen2 decoder), `7b` the LLaVA-OneVision-7B / Qwen2-VL-7B
@@ -26,6 +27,12 @@ Part 1 (greedy, batch 1) compares, on the same model and inputs:
   mitigv VCD   mitigv's VCD: its own decoding loop, a second forward on distorted frames per step
                (LLaVA models; skipped when mitigv is not installed: pip install -e ".[bench]")
   naive        the masked prior recomputed from scratch at every step (no cache)
+`--method vcd|icd|m3id` (docs/methods.md; default cpn, the rows above): part 1 is plain, plain on 2 rows, pnd's method
+(`pnd.decoding.methods`, the paper's defaults) and mitigv's same method where it runs (LLaVA models, via
+`build_mitigator`; VCD with seed 0, the noise pnd's seed 0 draws; ICD at lam 0.5, the prior form that ranks as the
+paper's alpha 1; M3ID at its defaults), with a line saying whether their greedy tokens are the same. ICD's contrast
+prompt is the prompt with 20 random "instruction" tokens after the video; M3ID's unconditioned prompt is the text
+without the video. Parts 2 and 3 measure cpn: skipped with another method.
 Part 2: plain, plain on 2 rows per prompt, and pnd for greedy, beam search (4 beams) and sampling, at batch 1
 and 8 (`--modes-frames`).
 Part 3 (`--static with|only|skip`): greedy, batch 1, part 1's prompt, with `cache_implementation="static"`, eager and
@@ -58,9 +65,11 @@ from transformers.generation.logits_process import UnbatchedClassifierFreeGuidan
 import pnd
 from pnd.architectures.layers import layer_plan
 from pnd.attachment import attachment_of
+from pnd.decoding.methods import method
 from pnd.decoding.prior import default_position_ids
 
 ALPHA = 0.5
+METHOD_NAMES = ("vcd", "icd", "m3id")  # `--method`: pnd's other methods (docs/methods.md)
 # Decoder and vision-tower shapes. "7b" follows LLaVA-OneVision-7B (Qwen2-7B + SigLIP-so400m, 384 px) and
 # Qwen2-VL-7B (its 32-block, 1280-wide vision tower; 448 px frames).
 SIZES = {
@@ -382,8 +391,21 @@ def _kept_tokens(input_ids, kept, positions):
     return ids, mask, compact
 
 
+MITIGV = {  # mitigv's settings for pnd's method at the paper's defaults (docs/methods.md, "pnd and mitigv")
+    "vcd": dict(alpha=1.0, beta=0.1, seed=0),  # seed 0: the noise of pnd's seed 0
+    "icd": dict(lam=0.5, alpha=0.1),  # l_std - lam * l_dst ranks as (1 + a) l_std - a l_dst at lam = a / (1 + a)
+    "m3id": dict(alpha=0.3, forgetting_rate=0.02),
+}
+
+
 def mitigv_vcd(model, inputs):
     """A callable running mitigv's VCD for n tokens on `inputs`, or None where mitigv cannot run."""
+    return mitigv_method(model, inputs, "vcd")
+
+
+def mitigv_method(model, inputs, name: str, unconditional=None, contrast=None):
+    """A callable running mitigv's `name` for n tokens on `inputs` (its text-only prompt `unconditional`, M3ID's; its
+    contrast inputs `contrast`, ICD's), or None where mitigv cannot run. The callable returns the generated ids."""
     if model.config.model_type != "llava_onevision":
         return None  # mitigv supports the LLaVA and Qwen2.5-VL families
     try:
@@ -396,19 +418,25 @@ def mitigv_vcd(model, inputs):
         """mitigv's processor protocol, handing it the benchmark's prepared inputs."""
 
         def prepare_inputs(self, prompt, images):
+            if prompt and contrast is not None:  # ICD's disturbed prompt (the prompt "" with its prefix)
+                return dict(contrast)
+            if images is None and unconditional is not None:  # M3ID's prompt without the image
+                return {"input_ids": unconditional, "attention_mask": torch.ones_like(unconditional)}
             return dict(inputs)
 
         def batch_decode(self, ids, **kwargs):
             return [""] * len(ids)
 
-    vcd = build_mitigator("vcd", LlavaModelAdapter(model), FixedInputs(), alpha=1.0, beta=0.1, do_sample=False)
+    mitigator = build_mitigator(name, LlavaModelAdapter(model), FixedInputs(), do_sample=False,
+                                **MITIGV.get(name, MITIGV["vcd"]))
+    mitigator._decode = lambda ids: ids  # the token ids, not text
 
     def run(tokens, clock):
-        def sample_next(logits, cfg):  # called once per step, after both of VCD's forwards
+        def sample_next(logits, cfg):  # called once per step, after both of the method's forwards
             clock(None, logits)
-            return type(vcd)._sample_next(vcd, logits, cfg)
-        vcd._sample_next = sample_next
-        return vcd.generate(None, "", max_new_tokens=tokens)
+            return type(mitigator)._sample_next(mitigator, logits, cfg)
+        mitigator._sample_next = sample_next
+        return mitigator.generate("the video", "", max_new_tokens=tokens)  # images: any value but None (M3ID's)
     return run
 
 
@@ -509,6 +537,47 @@ def check_tokens(model, inputs, tokens: int, **kwargs) -> None:
         raise AssertionError(f"pnd's greedy tokens ({kwargs or 'default cache'}) differ from the naive recompute path")
 
 
+def icd_contrast(inputs, tokens: int = 20, seed: int = 1) -> dict:
+    """ICD's contrast inputs for a 1-row video prompt: `tokens` random "instruction" tokens inserted after the video
+    (before the question: the prompt's last 24 tokens), the pixels the same."""
+    ids = inputs["input_ids"]
+    instruction = torch.randint(10, 1000, (1, tokens), generator=torch.Generator().manual_seed(seed)).to(ids)
+    at = ids.shape[1] - 24
+    fill = {"input_ids": instruction, "attention_mask": torch.ones_like(instruction)}
+    return {k: torch.cat([v[:, :at], fill.get(k, torch.zeros_like(instruction)).to(v), v[:, at:]], 1)
+            if v.shape == ids.shape else v for k, v in inputs.items()}
+
+
+def method_peers(model, inputs, unconditional, args, device) -> tuple[list[tuple[str, dict]], str]:
+    """Part 1 for `args.method` (vcd, icd, m3id): plain, plain on 2 rows, pnd's method and mitigv's; and a line saying
+    whether pnd's and mitigv's greedy tokens are the same."""
+    doubled = {k: torch.cat([v, v]) for k, v in inputs.items()}
+    extra = {"prior_inputs": icd_contrast(inputs)} if args.method == "icd" else {}
+    label = args.method.upper()
+    runs = {
+        "plain": lambda n, clock: generate(model, inputs, [], n, clock, do_sample=False),
+        "plain, 2 rows": lambda n, clock: generate(model, doubled, [], n, clock, do_sample=False),
+        f"pnd {label}": lambda n, clock: generate(model, inputs, [method(args.method).processor()], n, clock,
+                                                  do_sample=False, **extra),
+        f"mitigv {label}": mitigv_method(model, inputs, args.method, unconditional if args.method == "m3id" else None,
+                                         extra.get("prior_inputs")),
+    }
+    if runs[f"mitigv {label}"] is None:
+        print(f"mitigv {label}: skipped (not installed or not supported for {model.config.model_type})")
+        del runs[f"mitigv {label}"]
+        same = f"mitigv's {label} did not run."
+    else:
+        ours = runs[f"pnd {label}"](args.tokens, None)[:, inputs["input_ids"].shape[1]:]
+        theirs = runs[f"mitigv {label}"](args.tokens, lambda *a: None)
+        same = (f"Greedy tokens of pnd's {label} and mitigv's: {'the same' if torch.equal(ours, theirs) else 'DIFFERENT'} "
+                f"({args.tokens} tokens).")
+        print(same)
+    results = measure_all({name: (run, args.tokens) for name, run in runs.items()}, device, args.repeats)
+    for name, result in results.items():
+        print(name, result, flush=True)
+    return list(results.items()), same
+
+
 def peers(model, inputs, unconditional, args, device) -> list[tuple[str, dict]]:
     doubled = {k: torch.cat([v, v]) for k, v in inputs.items()}
     runs = {
@@ -600,10 +669,11 @@ def setup_line(model, args, device) -> str:
             "the naive recompute's: checked in the run.")
 
 
-def report(model, inputs, args, device, peer_rows, mode_rows) -> str:
-    lines = [setup_line(model, args, device), "",
+def report(model, inputs, args, device, peer_rows, mode_rows, note: str = "") -> str:
+    lines = [setup_line(model, args, device) + (f" {note}" if note else ""), "",
              f"Greedy, batch 1, {inputs['input_ids'].shape[1]}-token prompt with a {args.frames}-frame video, "
-             f"{args.tokens} new tokens (naive: {min(args.tokens, args.naive_tokens)}):", ""]
+             f"{args.tokens} new tokens" + (f" (naive: {min(args.tokens, args.naive_tokens)}):" if any(
+                 name == "naive" for name, _ in peer_rows) else ":"), ""]
     lines += method_table(peer_rows, {name: peer_rows[0][1] for name, _ in peer_rows})
     if mode_rows:
         lines += ["", f"pnd against plain `generate` by decoding mode ({args.modes_frames}-frame video, "
@@ -649,6 +719,8 @@ def main(argv=None) -> str:
     parser.add_argument("--static", choices=["with", "only", "skip"], default="with",
                         help="part 3, static cache and compiled decoding: with parts 1-2, only it, or skip it")
     parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend of part 3")
+    parser.add_argument("--method", choices=["cpn", *METHOD_NAMES], default="cpn",
+                        help="the decoding method of part 1 (parts 2-3: cpn only, skipped with another method)")
     parser.add_argument("--out", help="write the table to this Markdown file (its decoding section)")
     args = parser.parse_args(argv)
 
@@ -657,11 +729,19 @@ def main(argv=None) -> str:
     inputs, unconditional = video_inputs(model, args.size, args.frames)
     check_tokens(model, inputs, 8)
     tables = {}
-    if args.static != "only":
+    if args.method != "cpn":
+        rows, same = method_peers(model, inputs, unconditional, args, device)
+        tables[f"Decoding, {args.method}: {args.arch}, {args.size}, {hardware(device)}"] = report(
+            model, inputs, args, device, rows, [], same)
+        if args.modes_frames or args.static != "skip":
+            print("Parts 2-3 skipped: they measure cpn.")
+    elif args.static != "only":
         tables[f"Decoding: {args.arch}, {args.size}, {hardware(device)}"] = report(
             model, inputs, args, device, peers(model, inputs, unconditional, args, device),
             modes(model, args, device) if args.modes_frames else [])
-    if args.static != "skip" and not layer_plan(model.config.get_text_config(decoder=True)).static:
+    if args.method != "cpn":
+        pass
+    elif args.static != "skip" and not layer_plan(model.config.get_text_config(decoder=True)).static:
         print(f"Part 3 skipped: pnd's static cache holds attention layers only, {args.arch} has recurrent or indexed "
               "ones.")
     elif args.static != "skip":

@@ -1,5 +1,6 @@
 """Issue 7: the benchmark scripts run (tiny shapes), check pnd's tokens, and build the 7B shapes they claim."""
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -123,3 +124,18 @@ def test_caption_benchmark_runs_each_setting(tmp_path):
                                 "--settings", "1x0,1x1", "--out", str(out)])
     assert list(table) == [(1, 0), (1, 1)] and all(r["videos_per_s"] > 0 for r in table.values())
     assert "| 1 | 1 |" in out.read_text()
+
+
+@pytest.mark.parametrize("method", ["vcd", "icd", "m3id"])
+def test_decode_benchmark_method_rows(method, tmp_path):
+    """`--method`: plain, plain on 2 rows, pnd's method and mitigv's (LLaVA-OneVision), with their tokens compared."""
+    out = tmp_path / "RESULTS.md"
+    bench_decode.main(["--size", "tiny", "--frames", "2", "--tokens", "3", "--modes-frames", "0", "--repeats", "1",
+                       "--static", "skip", "--method", method, "--out", str(out)])
+    text = out.read_text()
+    label = method.upper()
+    assert f"## Decoding, {method}: llava_onevision, tiny" in text
+    for row in ("| plain |", "| plain, 2 rows |", f"| pnd {label} |"):
+        assert row in text
+    if importlib.util.find_spec("mitigv"):
+        assert f"| mitigv {label} |" in text and f"Greedy tokens of pnd's {label} and mitigv's: the same" in text

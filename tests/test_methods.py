@@ -337,6 +337,14 @@ def test_contrast_inputs_are_checked(tiny):
 
 
 # --- the registry of methods and its front ends ---
+def test_m3id_takes_prior_inputs_in_python_not_from_the_front_ends():
+    from pnd.decoding.methods import method
+
+    assert pnd.M3ID(prior="inputs").prior == "inputs"  # generate(..., prior_inputs=...): tests/test_mitigv_peer.py
+    with pytest.raises(ValueError, match="prior='inputs' needs generate"):
+        method("m3id").processor(prior="inputs")
+
+
 def test_registry_builds_each_papers_processor_with_its_defaults():
     from pnd.decoding.methods import METHODS, method
 

@@ -4,7 +4,8 @@
     s_t(w) = log p_c(w) + w_t * (log p_c(w) - log p_u(w))     where max_w p_c(w) < gate, else log p_c(w)
 
 `p_u` is the prior rows' distribution: the prompt without its visual input (prior="text", M3ID's unconditioned
-model; "masked" keeps the text's positions).
+model; "masked" keeps the text's positions; "inputs" takes any unconditioned prompt, `generate(..., prior_inputs=...)`,
+e.g. mitigv's: the text re-tokenized without `<image>` and the whitespace after it).
 
 Example:
     >>> import pnd
@@ -25,7 +26,7 @@ import torch
 from ..validation import real_number
 from .logits_processor import PairedProcessor
 
-M3ID_PRIORS = ("text", "masked")
+M3ID_PRIORS = ("text", "masked", "inputs")
 
 
 class M3ID(PairedProcessor):
@@ -35,7 +36,8 @@ class M3ID(PairedProcessor):
         forgetting_rate: lambda >= 0 (M3ID's default 0.02); 0 is plain decoding.
         gate: the correction applies to a row only while its most likely token's conditioned probability is below
             `gate`, in (0, 1] (M3ID's 0.3); 1 applies it at every step.
-        prior: "text" (default, the prompt without the visual input) or "masked" (pnd's prior).
+        prior: "text" (default, the prompt without the visual input), "masked" (pnd's prior) or "inputs" (another
+            prompt, `generate(..., prior_inputs=...)`: the processor's outputs for it, as for ICD).
 
     `t` counts the steps of this `generate` call, the same for every row and beam.
     """

@@ -126,6 +126,15 @@ register(Method("icd", "Wang et al., Findings of ACL 2024 (Instruction Contrasti
                 lambda s: PriorNormalized(s["alpha"], prior="inputs", plausibility=s["plausibility"],
                                           combine="contrastive"),
                 contrast="instruction"))
+
+
+def _m3id(s: dict) -> M3ID:
+    """M3ID for the front ends, which hand no `prior_inputs`: prior "text" or "masked" only."""
+    if s["prior"] == "inputs":
+        raise ValueError("method 'm3id': prior='inputs' needs generate(..., prior_inputs=...), which the front ends do "
+                         "not pass; use 'text' or 'masked' here, pnd.M3ID(prior='inputs') in Python.")
+    return M3ID(s["forgetting_rate"], s["gate"], prior=s["prior"])
+
+
 register(Method("m3id", "Favero et al., CVPR 2024 (M3ID)",
-                MappingProxyType({"forgetting_rate": 0.02, "gate": 0.3, "prior": "text"}),
-                lambda s: M3ID(s["forgetting_rate"], s["gate"], prior=s["prior"])))
+                MappingProxyType({"forgetting_rate": 0.02, "gate": 0.3, "prior": "text"}), _m3id))
