@@ -575,3 +575,28 @@ def test_sweep_check_names_each_missing_video_and_question_file_before_any_model
     assert main([*argv[:-1], "--check", "1"]) == 1
     assert re.search(r"eventhallusion: its documents do not load: .*misleading_questions\.json", capsys.readouterr().err)
     assert not (tmp_path / "sweep" / "runs").exists()
+
+
+def test_sweep_methods_through_lmms_evals_command_line(sweep, monkeypatch):
+    """`pnd sweep --methods cpn,vcd,m3id` with the real lmms-eval CLI on the synthetic EventHallusion mix split: one run
+    per method and alpha, each with its method in model_args, and one table of what each run's results file holds."""
+    from pnd.cli import main
+
+    root, _ = sweep
+    for name, value in {"HF_HOME": str(root / "hf_home"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+                        "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}.items():
+        monkeypatch.setenv(name, value)
+    out = root / "methods"
+    assert main(["sweep", "--model", "pnd_hf", "--model-args", f"pretrained={root / 'model'},max_frames_num=4,device=cpu",
+                 "--tasks", "eventhallusion_mix", "--alphas", "1", "--methods", "cpn,vcd,m3id", "--include-path",
+                 str(root / "tasks"), "--out", str(out)]) == 0
+    rows = list(csv.DictReader((out / "sweep.csv").read_text().splitlines()))
+    runs = {"alpha0": ("", "0.0"), "alpha1": ("", "1.0"), "vcd-alpha1": ("vcd", "1.0"), "m3id": ("m3id", "")}
+    assert [(r["method"], r["alpha"]) for r in rows] == list(runs.values())
+    for row, folder in zip(rows, runs):
+        (path,) = (out / "runs" / folder).rglob("*_results.json")
+        results = json.loads(path.read_text())
+        assert float(row["value"]) == results["results"]["eventhallusion_mix"]["accuracy,none"]
+        assert (f"method={row['method']}" in results["config"]["model_args"]) == bool(row["method"])
+        assert int(row["failed"]) == results["results"]["eventhallusion_mix"]["failed,none"] == 1
+    assert "| task | metric | alpha 0 (plain) | alpha 1 | vcd alpha 1 | m3id |" in (out / "sweep.md").read_text()
