@@ -110,7 +110,7 @@ def _video_index(root: str) -> dict:
 
 def find_video(name: str, part: str, root: str | None = None) -> str:
     """<name>.mp4 under root, in a folder named `part` (ACH, TSH) if several; where it should be if nowhere (pnd then
-    reports the document and scores its empty answer, as the kit scores a clip it has no answer for)."""
+    reports the document, which counts as wrong and in `failed`)."""
     root = root or videos_folder()
     file = name if name.endswith(".mp4") else f"{name}.mp4"
     found = _video_index(root).get(file, [])
