@@ -39,6 +39,18 @@ _CHAT_TEMPLATE = (
 )
 
 
+def chat_template(image: str, video: str | None = None) -> str:
+    """The tiny models' chat template (ChatML turns) with `image` (and `video`, where given) written for each visual
+    part of a message, as the family's own template writes its placeholder.
+
+    Example:
+        >>> "[IMG]" in chat_template("[IMG]") and "{{ image_placeholder }}" not in chat_template("[IMG]")
+        True
+    """
+    template = _CHAT_TEMPLATE.replace("{{ image_placeholder }}", image)
+    return template if video is None else template.replace("{{ video_placeholder }}", video)
+
+
 def tiny_tokenizer(special_tokens: list[str], vocab_size: int = 600, named: dict | None = None,
                    corpus: tuple[str, ...] = ()) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer trained on a few sentences (about one token per word), plus special tokens.
@@ -147,9 +159,7 @@ def _llava_onevision(seed: int, **text):
         tokenizer=tokenizer,
         num_image_tokens=(32 // 8) ** 2,
         vision_feature_select_strategy="full",
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<image>").replace(
-            "{{ video_placeholder }}", "<video>"
-        ),
+        chat_template=chat_template("<image>", "<video>"),
     )
     return model, processor
 
@@ -187,8 +197,8 @@ def _qwen2_vl(seed: int, model_type: str = "qwen2_vl"):
         image_processor=Qwen2VLImageProcessor(**pixels),
         video_processor=Qwen2VLVideoProcessor(**pixels, cap_pixels_per_frame=True),
         tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|vision_start|><|image_pad|><|vision_end|>")
-        .replace("{{ video_placeholder }}", "<|vision_start|><|video_pad|><|vision_end|>"),
+        chat_template=chat_template("<|vision_start|><|image_pad|><|vision_end|>",
+                                    "<|vision_start|><|video_pad|><|vision_end|>"),
     )
     return model, processor
 
@@ -238,8 +248,8 @@ def qwen3_vl_processor_parts() -> dict:
         image_processor=Qwen2VLImageProcessor(patch_size=16, merge_size=2, min_pixels=64 * 64, max_pixels=64 * 64),
         video_processor=Qwen3VLVideoProcessor(size=video_size, patch_size=16, merge_size=2, do_sample_frames=False,
                                               cap_pixels_per_frame=True, fps=2),
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|vision_start|><|image_pad|><|vision_end|>")
-        .replace("{{ video_placeholder }}", "<|vision_start|><|video_pad|><|vision_end|>"),
+        chat_template=chat_template("<|vision_start|><|image_pad|><|vision_end|>",
+                                    "<|vision_start|><|video_pad|><|vision_end|>"),
     )
 
 
@@ -283,8 +293,8 @@ def _glm4v(seed: int, model_type: str = "glm4v"):
         image_processor=Glm4vImageProcessor(size={"shortest_edge": 56 * 56, "longest_edge": 56 * 56}),
         video_processor=Glm4vVideoProcessor(size=size, do_sample_frames=False),
         tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|begin_of_image|><|image|><|end_of_image|>")
-        .replace("{{ video_placeholder }}", "<|begin_of_video|><|video|><|end_of_video|>"),
+        chat_template=chat_template("<|begin_of_image|><|image|><|end_of_image|>",
+                                    "<|begin_of_video|><|video|><|end_of_video|>"),
     )
     return model, processor
 
@@ -319,7 +329,7 @@ def _llava(seed: int):
         patch_size=8,
         vision_feature_select_strategy="default",
         num_additional_image_tokens=1,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<image>"),
+        chat_template=chat_template("<image>"),
     )
     return model, processor
 
@@ -353,8 +363,7 @@ def _video_llava(seed: int):
         patch_size=8,
         vision_feature_select_strategy="default",
         num_additional_image_tokens=1,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<image>")
-        .replace("{{ video_placeholder }}", "<video>"),
+        chat_template=chat_template("<image>", "<video>"),
     )
     return model, processor
 
@@ -387,8 +396,7 @@ def _perception_lm(seed: int):
         tokenizer=tokenizer,
         patch_size=8,
         pooling_ratio=2,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|image|>")
-        .replace("{{ video_placeholder }}", "<|video|>"),
+        chat_template=chat_template("<|image|>", "<|video|>"),
     )
     return model, processor
 
@@ -420,7 +428,7 @@ def _gemma3(seed: int):
         image_processor=Gemma3ImageProcessor(size={"height": 32, "width": 32}),
         tokenizer=tokenizer,
         image_seq_length=config.mm_tokens_per_image,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", names["boi_token"]),
+        chat_template=chat_template(names["boi_token"]),
     )
     return model, processor
 
@@ -454,8 +462,7 @@ def _internvl(seed: int):
         video_processor=InternVLVideoProcessor(size=size),
         tokenizer=tokenizer,
         image_seq_length=4,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<IMG_CONTEXT>\n")
-        .replace("{{ video_placeholder }}", "<video>\n"),
+        chat_template=chat_template("<IMG_CONTEXT>\n", "<video>\n"),
     )
     return model, processor
 
@@ -494,8 +501,7 @@ def _molmo2(seed: int):
         image_processor=Molmo2ImageProcessor(size=size, max_crops=1, overlap_margins=[1, 1], pooling_size=[2, 2]),
         video_processor=Molmo2VideoProcessor(size=size, pooling_size=[2, 2], do_sample_frames=False),
         tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|image|>")
-        .replace("{{ video_placeholder }}", "<|video|>"),
+        chat_template=chat_template("<|image|>", "<|video|>"),
     )
     return model, processor
 
@@ -561,8 +567,7 @@ def _video_llama_3(seed: int):
         image_processor=VideoLlama3ImageProcessor(**pixels),
         video_processor=VideoLlama3VideoProcessor(min_pixels=112 * 112, max_pixels=112 * 112),
         tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|image_pad|>")
-        .replace("{{ video_placeholder }}", "<|video_pad|>"),
+        chat_template=chat_template("<|image_pad|>", "<|video_pad|>"),
     )
     return model, processor
 
@@ -615,8 +620,7 @@ def _minicpmv(seed: int, model_type: str = "minicpmv4_6"):
         video_processor=getattr(transformers, f"{family}VideoProcessor")(scale_resolution=56, do_sample_frames=False,
                                                                           **common),
         tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|image_pad|>")
-        .replace("{{ video_placeholder }}", "<|video_pad|>"),
+        chat_template=chat_template("<|image_pad|>", "<|video_pad|>"),
     )
     return model, processor
 
@@ -646,7 +650,7 @@ def _lfm2_vl(seed: int):
         image_processor=Lfm2VlImageProcessor(encoder_patch_size=8, tile_size=32, min_image_tokens=1,
                                              max_image_tokens=4, min_tiles=2, max_tiles=4),
         tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<image>"),
+        chat_template=chat_template("<image>"),
     )
     return model, processor
 

@@ -18,7 +18,7 @@ def build(seed: int):
         CohereCompassVideoProcessor,
     )
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer, vision_token_ids
+    from pnd.testing import chat_template, tiny_tokenizer, vision_token_ids
 
     specials = ["<|VISION_START|>", "<|VISION_END|>", "<|IMAGE_PAD|>", "<|VIDEO_PAD|>"]
     tokenizer = tiny_tokenizer(specials, corpus=("<0.2 seconds> <1.2 seconds>",))
@@ -48,7 +48,7 @@ def build(seed: int):
         video_processor=CohereCompassVideoProcessor(size={"shortest_edge": 32 * 32, "longest_edge": 4 * 64 * 64},
                                                     do_sample_frames=False, cap_pixels_per_frame=True),
         tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|VISION_START|><|IMAGE_PAD|><|VISION_END|>")
-        .replace("{{ video_placeholder }}", "<|VISION_START|><|VIDEO_PAD|><|VISION_END|>"),
+        chat_template=chat_template("<|VISION_START|><|IMAGE_PAD|><|VISION_END|>",
+                                    "<|VISION_START|><|VIDEO_PAD|><|VISION_END|>"),
     )
     return model, processor

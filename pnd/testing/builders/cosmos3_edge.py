@@ -16,7 +16,7 @@ def build(seed: int):
         Cosmos3EdgeVideoProcessor,
     )
 
-    from pnd.testing import _CHAT_TEMPLATE, QWEN_VISION_TOKENS, tiny_tokenizer, vision_token_ids
+    from pnd.testing import QWEN_VISION_TOKENS, chat_template, tiny_tokenizer, vision_token_ids
 
     timestamps = "<0.0 seconds> <0.5 seconds> <1.0 seconds> <1.5 seconds>"
     tokenizer = tiny_tokenizer(list(QWEN_VISION_TOKENS), corpus=(timestamps,))
@@ -41,8 +41,8 @@ def build(seed: int):
         video_processor=Cosmos3EdgeVideoProcessor(size={"shortest_edge": 32 * 32, "longest_edge": 4 * 64 * 64},
                                                   do_sample_frames=False),
         tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|vision_start|><|image_pad|><|vision_end|>")
-        .replace("{{ video_placeholder }}", "<|vision_start|><|video_pad|><|vision_end|>"),
+        chat_template=chat_template("<|vision_start|><|image_pad|><|vision_end|>",
+                                    "<|vision_start|><|video_pad|><|vision_end|>"),
     )
     # the processor class sets neither default, yet needs both: replace_video_token reads the video metadata (for the
     # timestamps) and generate/forward refuse visual inputs without mm_token_type_ids (for M-RoPE)

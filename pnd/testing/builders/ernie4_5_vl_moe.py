@@ -18,7 +18,7 @@ def build(seed: int):
         Ernie4_5_VLMoeVideoProcessor,
     )
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_tokenizer
 
     named = {"image_token": "<|IMAGE_PLACEHOLDER|>", "image_start_token": "<|IMAGE_START|>",
              "image_end_token": "<|IMAGE_END|>", "video_token": "<|VIDEO_PLACEHOLDER|>",
@@ -55,8 +55,7 @@ def build(seed: int):
         image_processor=Ernie4_5_VLMoeImageProcessor(size=size),
         video_processor=Ernie4_5_VLMoeVideoProcessor(size=size, do_sample_frames=False, draw_on_frames=False),
         tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}",
-                                             "Picture 1:<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>")
-        .replace("{{ video_placeholder }}", "Video 1:<|VIDEO_START|><|VIDEO_PLACEHOLDER|><|VIDEO_END|>"),
+        chat_template=chat_template("Picture 1:<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>",
+                                    "Video 1:<|VIDEO_START|><|VIDEO_PLACEHOLDER|><|VIDEO_END|>"),
     )
     return model, processor

@@ -20,7 +20,7 @@ import transformers
 
 
 def build(seed: int, unified: bool = False):
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_tokenizer
 
     family = "Gemma4Unified" if unified else "Gemma4"
     part = lambda name: getattr(transformers, family + name)  # noqa: E731
@@ -68,7 +68,6 @@ def build(seed: int, unified: bool = False):
         video_processor=part("VideoProcessor")(**sizes, do_resize=False, do_sample_frames=False),
         tokenizer=tokenizer,
         image_seq_length=70,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", named["image_token"])
-        .replace("{{ video_placeholder }}", "<|video|>"),
+        chat_template=chat_template(named["image_token"], "<|video|>"),
     )
     return model, processor

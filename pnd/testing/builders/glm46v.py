@@ -13,13 +13,13 @@ def glm_tokenizer():
     """The tiny tokenizer of the GLM-4.6V-format families (GLM-4.6V, GLM-5-next), its special tokens' config ids, and
     the chat template: an image is `<|begin_of_image|><|image|><|end_of_image|>`, a video the same around
     `<|video|>`."""
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(_SPECIALS, corpus=("0.0 seconds 0.5 seconds 1.0 seconds 1.5 seconds",))
     ids = dict(zip(("image_start_token_id", "image_end_token_id", "video_start_token_id", "video_end_token_id",
                     "image_token_id", "video_token_id"), tokenizer.convert_tokens_to_ids(_SPECIALS)))
-    template = _CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|begin_of_image|><|image|><|end_of_image|>").replace(
-        "{{ video_placeholder }}", "<|begin_of_video|><|video|><|end_of_video|>")
+    template = chat_template("<|begin_of_image|><|image|><|end_of_image|>",
+                             "<|begin_of_video|><|video|><|end_of_video|>")
     return tokenizer, ids, template
 
 

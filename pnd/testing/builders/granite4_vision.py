@@ -28,7 +28,7 @@ def build(seed: int):
         LlavaNextImageProcessor,
     )
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["<image>"], named={"image_token": "<image>"})
     tile, patch = 32, 8
@@ -66,6 +66,6 @@ def build(seed: int):
         vision_feature_select_strategy="full",
         num_additional_image_tokens=0,
         downsample_rate="2/4",
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<image>"),
+        chat_template=chat_template("<image>"),
     )
     return model, processor

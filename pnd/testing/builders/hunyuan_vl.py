@@ -21,7 +21,7 @@ def build(seed: int):
         HunYuanVLProcessor,
     )
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_tokenizer
 
     named = {"image_start_token": _START, "image_end_token": _END, "image_token": _IMAGE}
     tokenizer = tiny_tokenizer(list(named.values()), named=named)
@@ -51,6 +51,6 @@ def build(seed: int):
     processor = HunYuanVLProcessor(
         image_processor=HunYuanVLImageProcessor(min_pixels=32 * 32, max_pixels=64 * 64, patch_size=8, merge_size=2),
         tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", _START + _IMAGE + _END),
+        chat_template=chat_template(_START + _IMAGE + _END),
     )
     return model, processor

@@ -13,7 +13,7 @@ import torch
 def build(seed: int):
     from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3ImageProcessor, Idefics3Processor
 
-    from pnd.testing import _CHAT_TEMPLATE, _tiny_llama, tiny_tokenizer
+    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
 
     specials = ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>"]
     tiles = [f"<row_{row}_col_{col}>" for row in (1, 2) for col in (1, 2)]
@@ -33,6 +33,6 @@ def build(seed: int):
         tokenizer=tokenizer,
         image_seq_len=4,
         # Idefics3's own template writes a bare "<image>" for an image part
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<image>"),
+        chat_template=chat_template("<image>"),
     )
     return model, processor

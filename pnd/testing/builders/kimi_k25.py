@@ -21,7 +21,7 @@ def build(seed: int):
         Kimi_K25VideoProcessor,
     )
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_tokenizer
 
     named = {"image_token": "<|media_pad|>", "video_token": "<|kimi_k25_video_placeholder|>"}
     specials = ["<|media_begin|>", "<|media_content|>", "<|media_end|>", *named.values()]
@@ -55,8 +55,7 @@ def build(seed: int):
         tokenizer=tokenizer,
         # Kimi's template: an image is a whole media block around one pad, a video one placeholder that the processor
         # expands into timestamped media blocks
-        chat_template=_CHAT_TEMPLATE.replace(
-            "{{ image_placeholder }}", "<|media_begin|>image<|media_content|><|media_pad|><|media_end|>"
-        ).replace("{{ video_placeholder }}", "<|kimi_k25_video_placeholder|>"),
+        chat_template=chat_template("<|media_begin|>image<|media_content|><|media_pad|><|media_end|>",
+                                    "<|kimi_k25_video_placeholder|>"),
     )
     return model, processor

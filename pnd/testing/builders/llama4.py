@@ -19,7 +19,7 @@ import torch
 def build(seed: int):
     from transformers import Llama4Config, Llama4ForConditionalGeneration, Llama4ImageProcessor, Llama4Processor
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_tokenizer
 
     specials = ["<|image_start|>", "<|image_end|>", "<|image|>", "<|patch|>", "<|tile_x_separator|>",
                 "<|tile_y_separator|>"]
@@ -59,6 +59,6 @@ def build(seed: int):
         tokenizer=tokenizer,
         patch_size=patch,
         pixel_shuffle_ratio=0.5,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|image|>"),
+        chat_template=chat_template("<|image|>"),
     )
     return model, processor

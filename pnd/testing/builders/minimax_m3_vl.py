@@ -22,7 +22,7 @@ def build(seed: int):
         MiniMaxM3VLVideoProcessor,
     )
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_tokenizer
 
     image, video = MiniMaxM3VLProcessor.IMAGE_TOKEN, MiniMaxM3VLProcessor.VIDEO_TOKEN
     start, end = MiniMaxM3VLProcessor.VISION_START_TOKEN, MiniMaxM3VLProcessor.VISION_END_TOKEN
@@ -56,7 +56,6 @@ def build(seed: int):
         video_processor=MiniMaxM3VLVideoProcessor(patch_size=14, merge_size=2, temporal_patch_size=2, **pixels),
         tokenizer=tokenizer,
         # one placeholder per image or video in the template; the processor adds the begin/end markers and timestamps
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", image)
-        .replace("{{ video_placeholder }}", video),
+        chat_template=chat_template(image, video),
     )
     return model, processor

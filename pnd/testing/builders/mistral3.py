@@ -12,7 +12,7 @@ import torch
 def build(seed: int):
     from transformers import Mistral3Config, Mistral3ForConditionalGeneration, PixtralImageProcessor, PixtralProcessor
 
-    from pnd.testing import _CHAT_TEMPLATE, _tiny_llama, tiny_tokenizer
+    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["[IMG]", "[IMG_BREAK]", "[IMG_END]"])
     config = Mistral3Config(
@@ -31,6 +31,6 @@ def build(seed: int):
         tokenizer=tokenizer,
         patch_size=8,
         spatial_merge_size=2,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "[IMG]"),  # Mistral's template: "[IMG]"
+        chat_template=chat_template("[IMG]"),  # Mistral's template: "[IMG]"
     )
     return model, processor

@@ -20,7 +20,7 @@ def build(seed: int):
         MuseGlimmerVideoProcessor,
     )
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_tokenizer
 
     specials = ["<|patch|>", "<|image_start|>", "<|image_end|>", "<|video|>", "<|vid_start|>", "<|vid_end|>",
                 "<|vid_frame_separator|>"]
@@ -56,7 +56,6 @@ def build(seed: int):
                                                   **common),  # the processor reads the timestamps from the metadata
         tokenizer=tokenizer,
         # one placeholder per image or video in the template; the processor adds the begin/end markers
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|patch|>")
-        .replace("{{ video_placeholder }}", "<|video|>"),
+        chat_template=chat_template("<|patch|>", "<|video|>"),
     )
     return model, processor

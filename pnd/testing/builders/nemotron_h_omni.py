@@ -28,7 +28,7 @@ def build(seed: int):
     from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 
     from pnd._compat import repair_video_features
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["<image>", "<video>", "<img>", "</img>"], corpus=("Frame 1 and frame 2: Frame 3",))
     config = NemotronH_Omni_Reasoning_V3_Config(
@@ -66,7 +66,6 @@ def build(seed: int):
         tokenizer=tokenizer,
         feature_extractor=ParakeetFeatureExtractor(),  # required by the processor; no audio tower here
         # one placeholder per image or video; the processor writes the `<img>...</img>` blocks and frame labels
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<image>")
-        .replace("{{ video_placeholder }}", "<video>"),
+        chat_template=chat_template("<image>", "<video>"),
     )
     return model, processor

@@ -26,7 +26,7 @@ def build(seed: int):
         WhisperFeatureExtractor,
     )
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(list(_NAMED.values()), named=_NAMED)
     ids = {key: tokenizer.convert_tokens_to_ids(token) for key, token in _NAMED.items()}
@@ -61,8 +61,8 @@ def build(seed: int):
         video_processor=Qwen2VLVideoProcessor(**pixels, do_sample_frames=False, cap_pixels_per_frame=True),
         feature_extractor=WhisperFeatureExtractor(feature_size=128),
         tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<|vision_start|><|image_pad|><|vision_end|>")
-        .replace("{{ video_placeholder }}", "<|vision_start|><|video_pad|><|vision_end|>"),
+        chat_template=chat_template("<|vision_start|><|image_pad|><|vision_end|>",
+                                    "<|vision_start|><|video_pad|><|vision_end|>"),
     )
     # the processor's class defaults ask videos for at least 128 merged tokens a frame: keep the video processor's size
     processor.videos_kwargs = {"size": dict(processor.video_processor.size)}

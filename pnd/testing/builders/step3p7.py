@@ -17,7 +17,7 @@ _SPECIALS = ["<im_patch>", "<im_start>", "<im_end>", "<patch_start>", "<patch_en
 def build(seed: int):
     from transformers import Step3p7Config, Step3p7ForConditionalGeneration, Step3p7ImageProcessor, Step3p7Processor
 
-    from pnd.testing import _CHAT_TEMPLATE, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(_SPECIALS)
     config = Step3p7Config(
@@ -42,6 +42,6 @@ def build(seed: int):
     processor = Step3p7Processor(
         image_processor=image_processor,
         tokenizer=tokenizer,
-        chat_template=_CHAT_TEMPLATE.replace("{{ image_placeholder }}", "<im_patch>"),  # Step's template: "<im_patch>"
+        chat_template=chat_template("<im_patch>"),  # Step's template: "<im_patch>"
     )
     return model, processor
