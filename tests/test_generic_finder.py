@@ -12,6 +12,7 @@ import torch
 import pnd
 from pnd.architectures import architecture_for
 from pnd.architectures.coverage import REFUSED, coverage, image_text_to_text_types
+from pnd.architectures.refused import pending
 from pnd.architectures.reported import recalled_expansion
 from pnd.testing import TINY_ARCHITECTURES, VIDEO_ARCHITECTURES, tiny_inputs
 
@@ -92,6 +93,17 @@ def test_outputs_the_caller_asked_for_stay(tiny):
     assert torch.equal(recalled_expansion(processor, ids, None, "InternVL"), replaced)
 
 
+# the model types refused for reasons of pnd's (untested, a layer type not handled yet): the work left. A new type of a
+# transformers upgrade fails the test below until it is supported or refused for a structural reason.
+NOT_SUPPORTED_YET = (
+    "aria", "aya_vision", "blip-2", "chameleon", "cohere2_vision", "deepseek_ocr2", "deepseek_vl", "deepseek_vl_hybrid",
+    "dots3_note", "emu3", "exaone4_5", "fast_vlm", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2", "granite_docling",
+    "hyperclovax_vision_v2", "idefics2", "inkling2", "inkling_mm_model", "instructblip", "instructblipvideo", "janus",
+    "kosmos-2", "kosmos-2.5", "lighton_ocr", "llama4", "mistral_large4", "muse_spark", "ovis2", "paddleocr_vl",
+    "paligemma", "pp_chart2table", "qianfan_ocr", "qwen2_5_omni_thinker", "shieldgemma2", "unlimited_ocr", "vipllava",
+)
+
+
 def test_every_image_text_to_text_type_has_a_row(capsys):
     """A transformers upgrade that adds a family fails here until it is registered or refused with a reason."""
     from pnd.cli import main
@@ -101,6 +113,8 @@ def test_every_image_text_to_text_type_has_a_row(capsys):
     assert not unreviewed, f"model types with no pnd row: {unreviewed}"
     assert not set(REFUSED) & set(pnd.supported_model_types())
     assert set(REFUSED) <= set(image_text_to_text_types())  # no stale rows
+    ours = sorted(t for t, reason in REFUSED.items() if pending(reason))
+    assert ours == sorted(NOT_SUPPORTED_YET), "a model type refused for a reason of pnd's, not a structural one"
     assert main(["models", "--all"]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in printed] == sorted(rows)
@@ -125,14 +139,15 @@ def test_audio_in_video_is_refused(tiny):
                                               logits_processor=[pnd.PriorNormalized(0.5)])
 
 
-def test_readme_family_table_is_the_registry():
+@pytest.mark.parametrize("name, marker", [("README.md", "coverage"), ("docs/families.md", "families"),
+                                          ("docs/families.md", "refused")])
+def test_generated_docs_are_the_registry(name, marker):
     from pathlib import Path
 
-    from pnd.architectures.coverage import families_table
+    from pnd.architectures.coverage import GENERATED, section
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    table = readme.split("<!-- families:start -->\n")[1].split("\n<!-- families:end -->")[0]
-    assert table == families_table(), "regenerate README's table with pnd.architectures.coverage.families_table()"
+    text = (Path(__file__).parents[1] / name).read_text()
+    assert section(text, marker) == GENERATED[name, marker](), "regenerate: python -m pnd.architectures.coverage"
 
 
 @pytest.mark.parametrize("model_type, layer_type", [("llama4", "chunked attention")])
