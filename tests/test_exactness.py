@@ -324,7 +324,7 @@ def test_videos_of_different_lengths_in_one_batch(tiny):
 def test_llava_next_video_matches_brute_force():
     from transformers import LlavaNextVideoConfig, LlavaNextVideoForConditionalGeneration
 
-    from pnd.testing import _scale_attention, tiny_tokenizer
+    from pnd.testing import sharpen_attention, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["<image>", "<video>"])
     config = LlavaNextVideoConfig(
@@ -339,7 +339,7 @@ def test_llava_next_video_matches_brute_force():
     )
     torch.manual_seed(0)
     model = LlavaNextVideoForConditionalGeneration(config).eval()
-    _scale_attention(model, 4.0)
+    sharpen_attention(model, 4.0)
     video = tokenizer.convert_tokens_to_ids("<video>")  # 4 frames x (32/8/2)^2 pooled tokens
     ids = torch.tensor([tokenizer("<|im_start|>user\n").input_ids + [video] * 16
                         + tokenizer("describe the video.<|im_end|>\n<|im_start|>assistant\n").input_ids])
