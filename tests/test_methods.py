@@ -385,6 +385,38 @@ def test_generate_captions_runs_each_method(tiny, name):
     assert caption == processor.decode(tokens, skip_special_tokens=True).strip()
 
 
+@pytest.mark.parametrize("name", ["vcd", "icd", "m3id"])
+def test_explain_with_a_method_equals_brute_force(tiny, name):
+    """`pnd explain --method`: both answers forced through the method, each token's log p_c, the contrast's log p_d and
+    the method's score (and the top alternatives under each) equal two from-scratch forwards per step."""
+    from pnd.decoding.methods import method
+    from pnd.scoring.explain import explain
+
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
+    settings = {"m3id": {"forgetting_rate": 0.6, "gate": 1.0}}.get(name, {})
+    contrast = icd(processor, "llava_onevision", PROMPTS[:1]) if name == "icd" else None
+    result = explain(pnd.attach(model), processor, inputs, method=method(name).processor(**settings),
+                     prior_inputs=contrast, max_new_tokens=STEPS, top_k=3)
+    combine, prior = {"vcd": (contrastive(1.0, 0.1), contrast_prior(noised(inputs))),
+                      "icd": (contrastive(1.0, 0.1), contrast_prior(contrast)), "m3id": (m3id(0.6, 1.0), text_prior)}[name]
+    plain = method_greedy(model, inputs, STEPS, prior_combine(0.0), masked_prior)[0][0].tolist()
+    normalized = method_greedy(model, inputs, STEPS, combine, prior)[0][0].tolist()
+    for tokens, want in ((result.plain, plain), (result.normalized, normalized)):
+        ids = [t.token_id for t in tokens]
+        assert ids == want[: len(ids)] and ids
+        generated = torch.tensor([ids])
+        c = method_forced(model, inputs, generated, lambda c, p, t: c, prior)[0]
+        p = method_forced(model, inputs, generated, lambda c, p, t: p, prior)[0]
+        s = method_forced(model, inputs, generated, combine, prior)[0]
+        for step, token in enumerate(tokens):
+            for got, view in ((token.conditional, c), (token.prior, p), (token.normalized, s)):
+                assert got == pytest.approx(float(view[step, token.token_id]), abs=2e-4)
+            assert token.shift == pytest.approx(float((s[step].log_softmax(-1) - c[step])[token.token_id]), abs=2e-4)
+            assert [a.value for a in token.top["normalized"]] == pytest.approx(s[step].topk(3).values.tolist(),
+                                                                               abs=2e-4)
+
+
 def test_pnd_caption_method(tmp_path, no_model):
     """`pnd caption --method`: the settings are checked before any model loads."""
     from pnd.cli import main
