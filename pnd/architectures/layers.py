@@ -34,10 +34,10 @@ class LayerKind:
         rather than in the conditioned prompt's slots with the visual ones masked.
     slot_window: the layer's window counts the conditioned prompt's slots (sliding attention): the prior rows keep
         the conditioned layout.
-    in_slot: an indexer that anchors key blocks to slots and compares slots with position ids (MiniMax-M3): the prior
-        rows keep the conditioned prompt's slots, where slots are positions, and the layer's indexer is given the kept
-        keys (`pnd._compat.indexer_keys`), so that it chooses among them only; the prior's prefill runs the whole
-        prompt in its slots with the visual ones masked.
+    in_slot: the layer reads slots, not only positions: an indexer that anchors key blocks to slots (MiniMax-M3, its
+        indexer given the kept keys by `pnd._compat.indexer_keys`), or chunks of slots (Llama 4's chunked attention).
+        The prior's prefill runs the whole prompt in its slots with the visual ones masked, so each kept token keeps
+        its slot, and so its block or chunk.
     pads: a left-padded batch runs as each prompt alone. False where transformers' own layer differs under left
         padding (MiniMax-M3's blocks shift with it): pnd then refuses padded prompts.
     packs: the prior's prefill may ride in the conditioned prompt's forward (`pnd/decoding/packed.py`).
@@ -67,9 +67,9 @@ LAYER_KINDS: dict[str, LayerKind] = {
     # slots; on the kept tokens alone it picks among them only
     "indexed_attention": LayerKind(prior="kept", state="indexed", compact=True, packs=False, static=False),
     "dummy": LayerKind(prior=None, state=None),  # MoE / MLP blocks (Nemotron-H), KV-sharing layers (Gemma 4)
-    "chunked_attention": LayerKind(prior="mask", state="kv", refused=(
-        "chunked attention splits the sequence into fixed chunks of slots, which the prior's compacted prefill "
-        "would shift")),
+    # Llama 4's chunked attention: fixed chunks of slots, so the prior keeps every kept token in its conditioned slot
+    # (a compacted prefill would shift the chunks); its cache holds the current chunk only, like a sliding window
+    "chunked_attention": LayerKind(prior="mask", state="kv", slot_window=True, in_slot=True, packs=False, static=False),
     # MiniMax-M3's block-sparse attention: its indexer pools keys into blocks of slots and picks blocks by position
     # ids, so the kept tokens must stay at their slots (= positions), their indexer choosing among the kept keys only;
     # transformers' own layer differs under left padding (its indexer's TODO)

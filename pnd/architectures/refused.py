@@ -45,7 +45,6 @@ REFUSED: dict[str, str] = {
     "inkling2": _layers("hybrid, hybrid_sliding"),
     "inkling_mm_model": _layers("hybrid, hybrid_sliding"),
     "unlimited_ocr": _layers("reference_sliding_attention"),
-    "llama4": _layers("chunked attention: fixed chunks of the sequence, which a compacted prior prefill would shift"),
     **dict.fromkeys((
         "aria", "aya_vision", "blip-2", "chameleon", "cohere2_vision", "deepseek_ocr2", "deepseek_vl",
         "deepseek_vl_hybrid", "emu3", "exaone4_5", "fast_vlm", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2",
