@@ -17,8 +17,8 @@ FINDER = (*FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)  # the famil
 # tokens are image tokens, which generate's expansion of the encoder outputs per beam counts as video tokens
 VIDEO_BEAM_CRASHES = ("glm4v", "glm46v", "glm5_next", "nemotron_h_omni")
 # plain `generate` crashes on any expansion of the batch (beams, num_return_sequences) in transformers itself, images
-# included: Llama 4 (generate expands the image features' pooler_output, which its forward does not read, and leaves
-# the last_hidden_state it reads unexpanded). `test_plain_generate_crashes_on_expanded_batches` shows it
+# included: Llama 4 (generate expands encoded images through their pooler_output, which Llama 4's vision model leaves
+# empty: its features stay the unexpanded batch's). `test_plain_generate_crashes_on_expanded_batches` shows it
 EXPANSION_CRASHES = ("llama4",)
 
 

@@ -12,11 +12,14 @@ masked (`LayerKind.in_slot`, `pnd/architectures/layers.py`), and the paired cach
 current chunk of each chunked layer.
 
 What transformers does itself (5.23), which pnd follows rather than hides:
-- beam search crashes in plain `generate` (tests/test_exactness.py `IMAGE_BEAM_CRASHES` shows it): beams are checked
-  in pnd against the reference's scores only where plain transformers runs;
-- a left-padded row decodes differently from the prompt alone in plain transformers (the NoPE temperature counts the
-  padding's slots), so pnd refuses padded prompts (`LayerKind.pads`): run one prompt per call, or prompts of one
-  length.
+- any expansion of the batch crashes in plain `generate` (beam search, `num_return_sequences`): generate expands the
+  encoded images through their `pooler_output`, which Llama 4's vision model leaves empty (its features are the
+  `last_hidden_state`), so the features stay those of the unexpanded batch; pnd's `generate` fails the same way
+  (tests/test_exactness.py `EXPANSION_CRASHES` shows both);
+- its NoPE layers' temperature, log1p(floor((slot + 1) / floor_scale)) * attn_scale + 1, counts the left padding's
+  slots: once a padded prompt reaches floor_scale (8192) slots, its row differs from the prompt alone in plain
+  transformers. pnd's prior sits in the same slots, so a padded row equals plain transformers' padded row and the
+  reference on the same padded batch (tests/test_layer_kinds.py, with floor_scale 4).
 
 Example:
     >>> import pnd
