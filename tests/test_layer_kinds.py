@@ -12,6 +12,7 @@ import dataclasses
 
 import pytest
 import torch
+from transformers import DynamicCache
 
 import pnd
 from pnd._compat import IndexedState, cache_from_layers, layer_states, map_states, set_layer_state
@@ -47,6 +48,25 @@ def test_a_refused_layer_kind_says_why():
     config.layer_types = [config.layer_types[0], "hybrid", *config.layer_types[2:]]  # Inkling's recurrent + attention
     with pytest.raises(ValueError, match=r"'hybrid' \(layer 1 of qwen3_5_text\): one layer holds both"):
         layer_plan(config)
+
+
+def test_reference_sliding_attention_is_refused_for_its_cache():
+    """Unlimited-OCR's R-SWA: the prompt's keys live apart from the window's in its cache layer, which pnd's row
+    operations would drop (what `layer_states` reads of it is the window's part only)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model("unlimited_ocr").get_text_config(decoder=True)
+    refusal = r"'reference_sliding_attention' \(layer 0 of unlimited_ocr_text\): its cache layer keeps the prompt's"
+    with pytest.raises(ValueError, match=refusal):
+        layer_plan(config)
+    import transformers.models.unlimited_ocr.modeling_unlimited_ocr  # noqa: F401  (registers its cache layer type)
+
+    cache = DynamicCache(config=config)
+    assert type(cache.layers[0]).__name__ == "UnlimitedOcrDynamicReferenceSlidingWindowLayer"
+    keys = torch.randn(1, 2, 5, 4)
+    cache.update(keys, keys, 0)
+    assert cache.layers[0].prefill_keys.shape[2] == 5  # the prompt's 5 slots, which are not in what pnd's rows carry
+    assert layer_states(cache)[0][0].numel() == 0
 
 
 def _normalized_greedy(model, processor, inputs):

@@ -74,6 +74,13 @@ LAYER_KINDS: dict[str, LayerKind] = {
     # ids, so the kept tokens must stay at their slots (= positions), their indexer choosing among the kept keys only;
     # transformers' own layer differs under left padding (its indexer's TODO)
     "minimax_m3_sparse": LayerKind(prior="kept", state="indexed", in_slot=True, pads=False, packs=False, static=False),
+    # Unlimited-OCR's reference sliding-window attention (R-SWA): every token sees the whole prompt and the last
+    # `sliding_window` generated tokens. Masking the visual slots there is removal (the window counts generated tokens
+    # only); what pnd lacks is the cache: its layer keeps the prompt's keys apart from the window's
+    "reference_sliding_attention": LayerKind(prior="mask", state="kv", refused=(
+        "its cache layer keeps the prompt's keys and values apart from a window of the generated tokens' ones, and "
+        "pnd's paired cache carries only the window's part (`pnd._compat.layer_states`), so its prior rows would lose "
+        "the prompt")),
     **dict.fromkeys(("hybrid", "hybrid_sliding"), LayerKind(prior="kept", state="recurrent", refused=(
         "one layer holds both a recurrent state and an attention cache, which pnd does not carry yet"))),
 }
@@ -104,12 +111,12 @@ def layer_plan(config) -> LayerPlan:
     types = cache_layer_types(config)
     for index, name in enumerate(types):
         kind = LAYER_KINDS.get(name)
-        why = "pnd has no rule for it" if kind is None else kind.refused
+        why = ("pnd has no rule for it. A prior that only masked the visual slots there could silently differ from "
+               "removing them, so pnd refuses") if kind is None else kind.refused
         if why:
             raise ValueError(
-                f"pnd does not support the layer type {name!r} (layer {index} of {config.model_type}): {why}. A prior "
-                "that only masked the visual slots there could silently differ from removing them, so pnd refuses. "
-                "Use plain generate, or declare the layer type in pnd/architectures/layers.py (docs/adding-a-family.md).")
+                f"pnd does not support the layer type {name!r} (layer {index} of {config.model_type}): {why}. Use plain "
+                "generate, or declare the layer type in pnd/architectures/layers.py (docs/adding-a-family.md).")
     kinds = tuple(LAYER_KINDS[name] for name in types)
     compact, in_slot = any(k.compact for k in kinds), any(k.in_slot for k in kinds)
     if compact and (in_slot or any(k.slot_window for k in kinds)):
