@@ -141,6 +141,13 @@ def test_llama4_padded_rows_follow_transformers_own_padded_rows():
     assert torch.equal(_normalized_greedy(model, processor, batch).sequences[:, -STEPS:], tokens)
 
 
+def test_llama4_text_prior_is_refused():
+    """prior='text' renumbers the kept tokens' positions, which the prompt's slots (the chunks) would no longer match."""
+    model, processor = tiny_model("llama4")
+    with pytest.raises(ValueError, match=r"prior='text' is not supported on llama4_text \(its layers read slots"):
+        pnd.prior_logits(model, **tiny_inputs(processor, "llama4"), mode="text")
+
+
 def _stale_prior_rows(monkeypatch, types: list, layer_type: str):
     """Beam reordering that leaves the prior rows of the layers whose type (in `types`) is `layer_type` as they were
     (the stale-prior bug)."""
