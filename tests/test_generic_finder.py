@@ -99,7 +99,7 @@ NOT_SUPPORTED_YET = (
     "aria", "aya_vision", "blip-2", "chameleon", "cohere2_vision", "deepseek_ocr2", "deepseek_vl", "deepseek_vl_hybrid",
     "dots3_note", "emu3", "exaone4_5", "fast_vlm", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2", "granite_docling",
     "hyperclovax_vision_v2", "idefics2", "inkling2", "inkling_mm_model", "instructblip", "instructblipvideo", "janus",
-    "kosmos-2", "kosmos-2.5", "lighton_ocr", "llama4", "mistral_large4", "muse_spark", "ovis2", "paddleocr_vl",
+    "kosmos-2", "kosmos-2.5", "lighton_ocr", "mistral_large4", "muse_spark", "ovis2", "paddleocr_vl",
     "paligemma", "pp_chart2table", "qianfan_ocr", "qwen2_5_omni_thinker", "shieldgemma2", "unlimited_ocr", "vipllava",
 )
 
