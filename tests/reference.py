@@ -101,6 +101,10 @@ TEXT_EXPANDED = {
     "nemotron_h_omni": rf"{_NEMOTRON_TUBELET}(?:\n{_NEMOTRON_TUBELET})*|<img>(?:<image>)+</img>",
     "minimax_m3_vl": r"(?:(?:\]<\][0-9.]+ seconds\[>\[)?\]<\]start of image\[>\[(?:\]<\](?:image|video)\[>\[)+"
                      r"\]<\]end of image\[>\[)+",
+    # Llama 4: per image, tiles of patches (x separators between tiles of a row, a y separator after each row), then the
+    # global view after <|image|>
+    "llama4": r"<\|image_start\|>(?:(?:(?:<\|patch\|>)+(?:<\|tile_x_separator\|>)?)+<\|tile_y_separator\|>)*"
+              r"<\|image\|>(?:<\|patch\|>)+<\|image_end\|>",
     "glm5_next": r"(?:<\|begin_of_image\|>(?:<\|image\|>)+<\|end_of_image\|>[0-9.]+ seconds)+|(?:<\|image\|>)+",
 }
 

@@ -47,8 +47,10 @@ def prefill_path(architecture: Architecture, model_type: str) -> str:
     from transformers import AutoConfig
 
     plan = layer_plan(AutoConfig.for_model(model_type).get_text_config(decoder=True))
-    if plan.in_slot:
+    if plan.in_slot and any(kind.in_slot and kind.state == "indexed" for kind in plan.kinds):
         return "own call in the prompt's slots, visual keys hidden from the indexers (slot-anchored sparse layers)"
+    if plan.in_slot:
+        return "own call in the prompt's slots, visual keys masked (chunks of slots kept)"
     if plan.kept_only:
         return "own call on the kept tokens (recurrent or indexed layers)"
     if not architecture.causal_prompt:

@@ -44,8 +44,8 @@ REFUSED: dict[str, str] = {
     "mistral_large4": _layers("indexed sparse attention"),
     "inkling2": _layers("hybrid, hybrid_sliding"),
     "inkling_mm_model": _layers("hybrid, hybrid_sliding"),
-    "unlimited_ocr": _layers("reference_sliding_attention"),
-    "llama4": _layers("chunked attention: fixed chunks of the sequence, which a compacted prior prefill would shift"),
+    "unlimited_ocr": _layers("reference_sliding_attention: its cache layer keeps the prompt apart from a window of the "
+                             "generated tokens, which pnd's paired cache does not carry"),
     **dict.fromkeys((
         "aria", "aya_vision", "blip-2", "chameleon", "cohere2_vision", "deepseek_ocr2", "deepseek_vl",
         "deepseek_vl_hybrid", "emu3", "exaone4_5", "fast_vlm", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2",
