@@ -459,7 +459,8 @@ def test_pnd_caption_method_records(tmp_path, name, settings):
 @pytest.mark.parametrize("args", [{"method": "icd", "alpha": 0.5}, {"method": "vcd", "noise_step": 250},
                                   {"method": "m3id", "forgetting_rate": "0.5", "gate": 1}])
 def test_lmms_eval_model_args_method(tmp_path, args):
-    """lmms-eval's pnd_hf with model_args method=...: generate_until equals the brute-force reference."""
+    """lmms-eval's pnd_hf with model_args method=...: generate_until and loglikelihood (the method's scores of the
+    continuation, without the plausibility cut) equal the brute-force reference."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -492,9 +493,14 @@ def test_lmms_eval_model_args_method(tmp_path, args):
     tokens = method_greedy(model, inputs, STEPS, combine, prior)[0][0].tolist()
     tokens = tokens[: tokens.index(eos(model)[0]) + 1] if eos(model)[0] in tokens else tokens
     assert generated == [processor.decode(tokens, skip_special_tokens=True)]
-    if args["method"] == "icd":
-        with pytest.raises(ValueError, match="loglikelihood scores with prior normalization"):
-            lm.loglikelihood([SimpleNamespace(args=(question, " yes", lambda doc: [doc["image"]], 0, "t", "test"))])
+    uncut = {"icd": contrastive(0.5), "vcd": contrastive(1.0), "m3id": combine}[args["method"]]
+    choices = [" yes", " no maybe"]
+    losses = lm.loglikelihood([SimpleNamespace(args=(question, c, lambda doc: [doc["image"]], 0, "t", "test"))
+                               for c in choices])
+    for choice, (loss, greedy) in zip(choices, losses):
+        ids = processor.tokenizer(choice, add_special_tokens=False).input_ids
+        scores = method_forced(model, inputs, torch.tensor([ids]), uncut, prior)[0]
+        assert loss == pytest.approx(-float(scores[torch.arange(len(ids)), ids].mean()), abs=2e-4) and not greedy
     with pytest.raises(TypeError, match=r"unknown model_args \['noise_step'\] \(method=cpn also takes alpha, prior"):
         PndHf(pretrained=str(tmp_path / "model"), device="cpu", noise_step=3)
 

@@ -26,11 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import LogitsProcessor
 
 from ..attachment import is_attached
-from ..decoding.generation import traced_steps
 from ..decoding.logits_processor import PairedProcessor, PriorNormalized
+from .forced import forced_steps
 from .scorer import CaptionScorer
 from .tokens import TokenScore, score_tokens
 
@@ -96,7 +95,8 @@ def explain(model, processor, inputs: dict, alpha: float = 0.5, *, max_new_token
     if method is None:
         plain, normalized = (scorer.prompt_token_scores(inputs, ids, top_k, plausibility) for ids in answers)
     else:
-        plain, normalized = (_forced_scores(model, processor, inputs, method, ids, top_k, extra) for ids in answers)
+        plain, normalized = (_method_token_scores(model, processor, inputs, method, ids, top_k, extra)
+                             for ids in answers)
         alpha, plausibility = getattr(method, "alpha", None), getattr(method, "plausibility", None)
     parted = next((k for k, (a, b) in enumerate(zip(*answers)) if a != b), None)
     if parted is None and len(answers[0]) != len(answers[1]):
@@ -105,29 +105,12 @@ def explain(model, processor, inputs: dict, alpha: float = 0.5, *, max_new_token
     return Explanation(None if alpha is None else float(alpha), plausibility, plain, normalized, *text, parted)
 
 
-class _Forced(LogitsProcessor):
-    """Keeps the scores each step hands it (what the processors before it returned), then forces `token_ids`."""
-
-    def __init__(self, token_ids: list[int]):
-        self.token_ids, self.seen = token_ids, []
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        self.seen.append(scores[0].float())
-        forced = torch.full_like(scores, -torch.inf)
-        forced[:, self.token_ids[len(self.seen) - 1]] = 0
-        return forced
-
-
-def _forced_scores(model, processor, inputs: dict, method: PairedProcessor, token_ids: list[int], top_k: int,
-                   extra: dict) -> list[TokenScore]:
-    """The per-token view of `token_ids` under `method`: the answer forced through `generate` with the method, each
-    step's log p_c and contrast log p_d as the method combined them, and the method's scores."""
+def _method_token_scores(model, processor, inputs: dict, method: PairedProcessor, token_ids: list[int], top_k: int,
+                         extra: dict) -> list[TokenScore]:
+    """The per-token view of `token_ids` under `method`: its "prior" the method's contrast, its "normalized" the
+    method's scores."""
     if not token_ids:
         return []
-    forced = _Forced(token_ids)
-    with traced_steps() as steps:
-        model.generate(**inputs, max_new_tokens=len(token_ids), do_sample=False,
-                       logits_processor=[method, forced], **extra)
-    conditional, contrast = (torch.stack([step[i][0] for step in steps]) for i in (0, 1))
+    conditional, contrast, scores = forced_steps(model, inputs, method, token_ids, **extra)
     return score_tokens(conditional, contrast, token_ids, 0.0, lambda i: processor.tokenizer.decode([i]), top_k,
-                        normalized=torch.stack(forced.seen))
+                        normalized=scores)
