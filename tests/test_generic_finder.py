@@ -18,7 +18,11 @@ from pnd.testing import TINY_ARCHITECTURES, VIDEO_ARCHITECTURES, tiny_inputs
 
 from reference import processor_expansion, visual_positions
 
-CASES = [(t, False) for t in VIDEO_ARCHITECTURES] + [(t, True) for t in TINY_ARCHITECTURES]
+# the Q-Former families' processors prepend the placeholders outside `get_text_with_replacements`: nothing is reported,
+# their expansion is their token-id rule alone (tests/test_qformer.py checks it against what the processor prepends)
+UNREPORTED = ("instructblipvideo", "instructblip", "blip-2")
+CASES = [(t, False) for t in VIDEO_ARCHITECTURES if t not in UNREPORTED] + [
+    (t, True) for t in TINY_ARCHITECTURES if t not in UNREPORTED]
 
 
 @pytest.mark.parametrize("model_type, image", CASES)

@@ -55,6 +55,8 @@ def prefill_path(architecture: Architecture, model_type: str) -> str:
         return "own call on the kept tokens (recurrent or indexed layers)"
     if not architecture.causal_prompt:
         return "own call (bidirectional visual blocks)"
+    if architecture.embeds_prompt:
+        return "own call (the family's generate runs its language model on embeddings)"
     return "packed into the conditioned prefill (own call where a checkpoint's layers are recurrent or sparse)"
 
 
