@@ -9,8 +9,9 @@ from pnd.architectures import architecture_for
 from pnd.testing import tiny_inputs
 
 from helpers import PROMPTS
+from reference import forced_scores
 
-QFORMER = ("instructblipvideo",)
+QFORMER = ("instructblipvideo", "instructblip", "blip-2")
 
 
 def _visual_kwargs(model_type, n):
@@ -73,3 +74,34 @@ def test_priors_that_run_the_vision_tower_are_refused(tiny, model_type, prior):
     pnd.attach(model)
     with pytest.raises(ValueError, match="prior='masked' or 'text' on a new prompt"):
         model.generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5, prior=prior)])
+
+
+def test_an_encoder_decoder_language_model_is_refused():
+    from transformers import Blip2Config, Blip2ForConditionalGeneration
+
+    config = Blip2Config(vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                            num_attention_heads=2, image_size=32, patch_size=8),
+                         qformer_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                             intermediate_size=64, encoder_hidden_size=32),
+                         text_config=dict(model_type="t5", vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=1,
+                                          num_heads=2), num_query_tokens=2)
+    model = Blip2ForConditionalGeneration(config)
+    with pytest.raises(ValueError, match="encoder-decoder"):
+        pnd.attach(model)
+
+
+@pytest.mark.parametrize("model_type", QFORMER)
+def test_each_returned_sequence_gets_its_own_prompts_prior(tiny, model_type):
+    """Sampling 2 sequences per prompt: the language model's generate repeats each prompt's embeddings (interleaved), and
+    every row's prior is its own prompt's (beam search would not show it: it starts from each prompt's first row)."""
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    pnd.attach(model)
+    torch.manual_seed(3)
+    out = model.generate(**inputs, max_new_tokens=4, min_new_tokens=4, do_sample=True, top_k=0, num_return_sequences=2,
+                         logits_processor=[pnd.PriorNormalized(0.5)], return_dict_in_generate=True, output_scores=True)
+    rows = {k: v.repeat_interleave(2, 0) for k, v in inputs.items()}
+    reference = forced_scores(model, rows, out.sequences[:, inputs["input_ids"].shape[1]:], 0.5)
+    got = torch.stack(out.scores, 1)
+    finite = torch.isfinite(got)
+    torch.testing.assert_close(got[finite], reference[finite], atol=1e-4, rtol=0)

@@ -20,6 +20,15 @@ its `forward` to run as the language model when given no pixels (as `CaptionScor
 The priors that run the vision tower (prior="blank", "inputs", "noise") and continuing a conversation from
 `past_key_values` are refused on them (`pnd.decoding.paired._prefill`).
 
+Checkpoints whose language model is an encoder-decoder (Flan-T5) are refused at `attach` (`prepare`): the image's
+queries enter the encoder, and the decoder that generates cross-attends to them. InstructBLIP's processor pads the
+Q-Former's instruction on the side its language tokenizer pads (left), so in a left-padded batch the Q-Former (absolute
+positions) gives a prompt slightly different queries than alone: transformers' own behaviour, which pnd keeps (the
+tests' references take each row's instruction as the batch padded it). pnd's commands and lmms-eval models build
+prompts with the processor's chat template, which these processors drop when loaded (their `__init__` ignores it): set
+`processor.chat_template` by hand, or build the inputs yourself; InstructBLIP-Video takes 4-frame videos only (its
+processor prepends 4 frames' placeholders whatever it gets), as `images=`.
+
 Worked around in the tiny models (`pnd/testing/builders/`): the processors' `__init__` drops a `chat_template`
 argument (set afterwards), InstructBLIP-Video's crashes on a tokenizer with a named `video_token` (its `__init__`
 reads it as an `AddedToken`), and its `__call__` takes frames as `images=`.
@@ -46,6 +55,7 @@ from .registry import Architecture, register
 class QFormerArchitecture(Architecture):
     frames: int = 1  # the processor prepends num_query_tokens placeholders per frame, for this many frames
     hides: str = "the query-token placeholders the processor prepends to the prompt"
+    embeds_prompt: bool = True
 
     def language_model(self, model):
         return model.language_model.model
@@ -67,6 +77,11 @@ class QFormerArchitecture(Architecture):
         return leading
 
     def prepare(self, model) -> None:
+        if not model.config.use_decoder_only_language_model:
+            raise ValueError(f"This {self.name} checkpoint's language model is an encoder-decoder "
+                             f"({model.config.text_config.model_type}): its decoder cross-attends to the image's "
+                             "queries, with no visual span in its prompt to hide. pnd serves the decoder-only ones "
+                             "(OPT, Vicuna/Llama).")
         name = _FEATURES[self.frames > 1]
         if name not in vars(model):
             setattr(model, name, _without_language_keywords(getattr(model, name)))
@@ -108,4 +123,7 @@ def _without_language_keywords(features):
 
 
 INSTRUCTBLIP_VIDEO = register(QFormerArchitecture(name="InstructBLIP-Video", model_types=("instructblipvideo",),
-                                                  pixel_keys=("pixel_values",), frames=4, embeds_prompt=True))
+                                                  pixel_keys=("pixel_values",), frames=4))
+INSTRUCTBLIP = register(QFormerArchitecture(name="InstructBLIP", model_types=("instructblip",),
+                                            pixel_keys=("pixel_values",)))
+BLIP_2 = register(QFormerArchitecture(name="BLIP-2", model_types=("blip-2",), pixel_keys=("pixel_values",)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .qformer import qformer_parts, reinitialise
+from .qformer import qformer_parts, reinitialise, with_template
 
 
 def build(seed: int):
@@ -34,12 +34,5 @@ def build(seed: int):
     processor = Processor(video_processor=InstructBlipVideoVideoProcessor(size={"height": 32, "width": 32}),
                           tokenizer=tokenizer, qformer_tokenizer=qformer_tokenizer,
                           num_query_tokens=config.num_query_tokens)
-    processor.chat_template = _template()  # its __init__ drops a chat_template argument
     Processor.__name__ = Processor.__qualname__ = "InstructBlipVideoProcessor"
-    return model, processor
-
-
-def _template() -> str:
-    from pnd.testing import chat_template
-
-    return chat_template("", "")  # the processor prepends the queries' placeholders; the template writes none
+    return model, with_template(processor)

@@ -36,3 +36,12 @@ def reinitialise(model):
     with torch.no_grad():
         model.query_tokens.normal_(0.0, 1.0)
     return model
+
+
+def with_template(processor):
+    """`processor` with the tiny chat template, which writes no placeholder (the processor prepends them); its
+    `__init__` drops a `chat_template` argument."""
+    from pnd.testing import chat_template
+
+    processor.chat_template = chat_template("", "")
+    return processor
