@@ -201,7 +201,8 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     kwargs.pop("max_cache_len", None)  # used here
     if compiles_decoding(model, config):  # generate's loop runs pnd's glue eagerly; each paired step is one call of
         kwargs["disable_compile"] = True  # the model's own compiled call, which passes straight to its forward
-        compiled_call = model.get_compiled_call(config.compile_config)
+        steps = model.language_model if attachment.architecture.embeds_prompt else model  # what generate's steps call
+        compiled_call = steps.get_compiled_call(config.compile_config)
         generation.decode_forward = functools.partial(compiled_call, **{_PAIRED_STEP: True})
     return cache
 
@@ -306,10 +307,10 @@ def language_model_forward(model, forward):
     """
     @functools.wraps(forward)
     def paired(*args, **kwargs):
-        attachment = attachment_of(model)
-        if attachment is None or not isinstance(kwargs.get("past_key_values"), (PairedCache, PairedStaticCache)):
-            return forward(*args, **kwargs)
-        return _paired_call(model, attachment, *args, forward=forward, **kwargs)
+        if kwargs.pop(_PAIRED_STEP, False) or not isinstance(kwargs.get("past_key_values"),
+                                                             (PairedCache, PairedStaticCache)):
+            return forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
+        return _paired_call(model, attachment_of(model), *args, forward=forward, **kwargs)
 
     return paired
 
