@@ -123,7 +123,8 @@ def _without_language_keywords(features):
 
 
 INSTRUCTBLIP_VIDEO = register(QFormerArchitecture(name="InstructBLIP-Video", model_types=("instructblipvideo",),
-                                                  pixel_keys=("pixel_values",), frames=4))
+                                                  pixel_keys=("pixel_values",), frames=4,
+                                                  takes_images=False))
 INSTRUCTBLIP = register(QFormerArchitecture(name="InstructBLIP", model_types=("instructblip",),
                                             pixel_keys=("pixel_values",)))
 BLIP_2 = register(QFormerArchitecture(name="BLIP-2", model_types=("blip-2",), pixel_keys=("pixel_values",)))
