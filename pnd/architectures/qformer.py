@@ -25,9 +25,10 @@ queries enter the encoder, and the decoder that generates cross-attends to them.
 Q-Former's instruction on the side its language tokenizer pads (left), so in a left-padded batch the Q-Former (absolute
 positions) gives a prompt slightly different queries than alone: transformers' own behaviour, which pnd keeps (the
 tests' references take each row's instruction as the batch padded it). pnd's commands and lmms-eval models build
-prompts with the processor's chat template, which these processors drop when loaded (their `__init__` ignores it): set
-`processor.chat_template` by hand, or build the inputs yourself; InstructBLIP-Video takes 4-frame videos only (its
-processor prepends 4 frames' placeholders whatever it gets), as `images=`.
+prompts with the processor's chat template, which these processors drop when loaded (their `__init__` ignores it), so
+they cannot serve these families from a checkpoint folder: in Python, set `processor.chat_template` or write the prompt
+text yourself. InstructBLIP-Video takes 4-frame videos only (its processor prepends 4 frames' placeholders whatever it
+gets; an image crashes in transformers' own `generate`), passed as `images=`.
 
 Worked around in the tiny models (`pnd/testing/builders/`): the processors' `__init__` drops a `chat_template`
 argument (set afterwards), InstructBLIP-Video's crashes on a tokenizer with a named `video_token` (its `__init__`
