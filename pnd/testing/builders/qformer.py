@@ -14,7 +14,7 @@ import torch
 
 def qformer_parts(placeholder: str) -> tuple:
     """(tokenizer, Q-Former tokenizer, config parts) of a tiny Q-Former family whose placeholder is `placeholder`."""
-    from pnd.testing import _tiny_llama, tiny_tokenizer
+    from pnd.testing import tiny_llama_text, tiny_tokenizer
 
     tokenizer = tiny_tokenizer([placeholder])
     qformer_tokenizer = tiny_tokenizer([])
@@ -25,7 +25,7 @@ def qformer_parts(placeholder: str) -> tuple:
         qformer_config=dict(vocab_size=len(qformer_tokenizer), hidden_size=32, num_hidden_layers=2,
                             num_attention_heads=2, intermediate_size=64, encoder_hidden_size=32,
                             cross_attention_frequency=1, pad_token_id=qformer_tokenizer.pad_token_id),
-        text_config=_tiny_llama(tokenizer),
+        text_config=tiny_llama_text(tokenizer),
         num_query_tokens=4,
     )
     return tokenizer, qformer_tokenizer, parts
