@@ -18,7 +18,11 @@ from pnd.testing import TINY_ARCHITECTURES, VIDEO_ARCHITECTURES, tiny_inputs
 
 from reference import processor_expansion, visual_positions
 
-CASES = [(t, False) for t in VIDEO_ARCHITECTURES] + [(t, True) for t in TINY_ARCHITECTURES]
+# the Q-Former families' processors prepend the placeholders outside `get_text_with_replacements`: nothing is reported,
+# their expansion is their token-id rule alone (tests/test_qformer.py checks it against what the processor prepends)
+UNREPORTED = ("instructblipvideo", "instructblip", "blip-2")
+CASES = [(t, False) for t in VIDEO_ARCHITECTURES if t not in UNREPORTED] + [
+    (t, True) for t in TINY_ARCHITECTURES if t not in UNREPORTED]
 
 
 @pytest.mark.parametrize("model_type, image", CASES)
@@ -96,9 +100,9 @@ def test_outputs_the_caller_asked_for_stay(tiny):
 # the model types refused for reasons of pnd's (untested, a layer type not handled yet): the work left. A new type of a
 # transformers upgrade fails the test below until it is supported or refused for a structural reason.
 NOT_SUPPORTED_YET = (
-    "aria", "aya_vision", "blip-2", "chameleon", "cohere2_vision", "deepseek_ocr2", "deepseek_vl", "deepseek_vl_hybrid",
+    "aria", "aya_vision", "chameleon", "cohere2_vision", "deepseek_ocr2", "deepseek_vl", "deepseek_vl_hybrid",
     "dots3_note", "emu3", "exaone4_5", "fast_vlm", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2", "granite_docling",
-    "hyperclovax_vision_v2", "idefics2", "inkling2", "inkling_mm_model", "instructblip", "instructblipvideo", "janus",
+    "hyperclovax_vision_v2", "idefics2", "inkling2", "inkling_mm_model", "janus",
     "kosmos-2", "kosmos-2.5", "lighton_ocr", "mistral_large4", "muse_spark", "ovis2", "paddleocr_vl",
     "paligemma", "pp_chart2table", "qianfan_ocr", "qwen2_5_omni_thinker", "shieldgemma2", "unlimited_ocr", "vipllava",
 )

@@ -55,6 +55,8 @@ def prefill_path(architecture: Architecture, model_type: str) -> str:
         return "own call on the kept tokens (recurrent or indexed layers)"
     if not architecture.causal_prompt:
         return "own call (bidirectional visual blocks)"
+    if architecture.embeds_prompt:
+        return "own call (the family's generate runs its language model on embeddings)"
     return "packed into the conditioned prefill (own call where a checkpoint's layers are recurrent or sparse)"
 
 
@@ -62,7 +64,8 @@ def status(model_type: str) -> str:
     """One model type's row: supported (inputs, what the prior hides, prefill path), or refused and why."""
     if model_type in _REGISTRY:
         architecture = _REGISTRY[model_type]
-        inputs = "video and image" if takes_video(model_type) else "image"
+        inputs = ("video only" if not architecture.takes_images else
+                  "video and image" if takes_video(model_type) else "image")
         return (f"supported: {inputs}; {architecture.name}; hides {architecture.hidden()}; prior prefill "
                 f"{prefill_path(architecture, model_type)}")
     if model_type in REFUSED:
@@ -78,6 +81,8 @@ def coverage() -> list[tuple[str, str]]:
 
 def _inputs(architecture: Architecture) -> str:
     video = [t for t in architecture.model_types if takes_video(t)]
+    if not architecture.takes_images:
+        return "video only"
     if len(video) == len(architecture.model_types):
         return "video and image"
     return f"video ({', '.join(video)}) and image" if video else "image"

@@ -36,6 +36,9 @@ class Generation:
     decode_forward: Callable | None = None  # the call of the decoding steps (the model's compiled call), if not forward
     conversation: tuple | None = None  # continuing a returned cache: the whole (input_ids, attention_mask, position_ids)
     contrast: dict | None = None  # prior="inputs"/"noise": the contrast inputs, one row per prompt (`contrast.py`)
+    # the prompt's token ids, for a family whose generate hands its language model's generate `inputs_embeds` (the
+    # Q-Former families): the first forward then gets no token ids, and the prior's prefill reads them here
+    input_ids: torch.Tensor | None = None
     steps: int = 0  # decoding steps the processor has scored in this call (M3ID's t)
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
