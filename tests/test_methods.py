@@ -11,7 +11,8 @@ import torch
 from transformers import DynamicCache
 
 import pnd
-from pnd.testing import random_video, tiny_inputs
+from pnd.architectures import architecture_for
+from pnd.testing import TINY_ARCHITECTURES, random_video, tiny_inputs
 
 from helpers import PROMPTS
 from reference import contrast_prior, masked_prior, method_forced, method_greedy, text_prior
@@ -237,6 +238,41 @@ def test_contrast_greedy_matches_brute_force(tiny, model_type, kind):
     out = run(model, inputs, normalizer, min_new_tokens=STEPS, **extra)
     assert_greedy(model, inputs, out, contrastive(1.0, normalizer.plausibility), contrast_prior(contrast))
     assert out.past_key_values.get_seq_length() == out.sequences.shape[1] - 1  # the prompt as given, no padding
+
+
+def icd_of(processor, model_type, prompts=PROMPTS):
+    """ICD's contrast for `tiny_inputs(processor, model_type, prompts)` on any family: its videos or images, the
+    instruction first; a processor that takes one video per call builds each row alone, left-padded."""
+    from pnd.testing import ONE_VIDEO_PER_CALL, VIDEO_ARCHITECTURES, left_padded
+
+    kind = "video" if model_type in VIDEO_ARCHITECTURES else "image"
+    visuals = [random_video(i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]
+    rows = [([{"role": "user", "content": [{"type": kind}, {"type": "text", "text": p}]}],
+             {"videos": [v]} if kind == "video" else {"images": [[v[0]]]}) for p, v in zip(prompts, visuals)]
+    if model_type in ONE_VIDEO_PER_CALL:
+        return left_padded([pnd.icd_inputs(processor, m, **v) for m, v in rows], processor.tokenizer.pad_token_id)
+    together = {key: [x for _, v in rows for x in v[key]] for key in rows[0][1]}
+    return pnd.icd_inputs(processor, [m for m, _ in rows], **together)
+
+
+@pytest.mark.parametrize("model_type", TINY_ARCHITECTURES)
+def test_vcd_and_icd_on_every_family(tiny, model_type):
+    """VCD (the same prompts on noised pixels) and ICD (longer contrast prompts, the instruction first, through the
+    vision tower again) on every family, greedy on a left-padded batch, against two from-scratch forwards per step.
+    Families whose language model gets the prompt as embeddings (the Q-Former families) refuse them, named."""
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    contrast = icd_of(processor, model_type)
+    vcd, icd_ = (pnd.PriorNormalized(1.0, prior=p, combine="contrastive", plausibility=0.1) for p in ("noise", "inputs"))
+    if architecture_for(model).embeds_prompt:
+        for normalizer, extra in ((vcd, {}), (icd_, {"prior_inputs": contrast})):
+            with pytest.raises(ValueError, match="prior="):
+                run(model, inputs, normalizer, **extra)
+        return
+    assert contrast["input_ids"].shape[1] > inputs["input_ids"].shape[1]
+    for normalizer, extra, reference in ((vcd, {}, noised(inputs)), (icd_, {"prior_inputs": contrast}, contrast)):
+        out = run(model, inputs, normalizer, min_new_tokens=STEPS, **extra)
+        assert_greedy(model, inputs, out, contrastive(1.0, 0.1), contrast_prior(reference))
 
 
 @pytest.mark.parametrize("model_type", FAMILIES)

@@ -159,6 +159,8 @@ def _generate_carried(model, attachment: Attachment, *args, logits_processor=Non
     config = generation_config(model, kwargs)
     normalizer = normalizers[0]
     needs_prior = normalizer.needs_prior  # alpha=0 is plain generate, for every argument
+    if needs_prior and attachment.architecture.embeds_prompt and normalizer.prior in ("blank", "inputs", "noise"):
+        raise ValueError(_EMBEDDED_PROMPT)
     generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1,
                             input_ids=kwargs["input_ids"] if kwargs.get("input_ids") is not None else
                             args[0] if args else None)
@@ -332,6 +334,12 @@ def _paired_call(model, attachment: Attachment, *args, forward=None, **kwargs):
     return _decode_step(generation, cache, kwargs, forward)
 
 
+_EMBEDDED_PROMPT = ("On a model whose generate runs its language model on embeddings (the Q-Former families: BLIP-2, "
+                    "InstructBLIP, InstructBLIP-Video), PriorNormalized takes prior='masked' or 'text' on a new prompt: "
+                    "not prior='blank', 'inputs' or 'noise' (VCD, ICD), nor past_key_values to continue. Use "
+                    "prior='masked' and pass the whole conversation as input_ids.")
+
+
 def _prompt_ids(generation, kwargs: dict) -> tuple[torch.Tensor, bool]:
     """The prefill's token ids, and whether its forward gets them as `inputs_embeds` (the Q-Former families: the ids
     are then the generate call's, repeated as generate repeats its rows for beams and returned sequences)."""
@@ -351,10 +359,7 @@ def _prefill(model, attachment, generation, cache, kwargs, forward):
     """The conditioned prompt and the prior rows on its text tokens alone (one call when packable), one cache."""
     input_ids, embedded = _prompt_ids(generation, kwargs)
     if embedded and (generation.contrast, generation.conversation, generation.blank_outputs) != (None, None, None):
-        raise ValueError("On a model whose generate runs its language model on embeddings (the Q-Former families: "
-                         "BLIP-2, InstructBLIP, InstructBLIP-Video), PriorNormalized takes prior='masked' or 'text' on a "
-                         "new prompt: not prior='blank', 'inputs' or 'noise', nor past_key_values to continue. Use "
-                         "prior='masked' and pass the whole conversation as input_ids.")
+        raise ValueError(_EMBEDDED_PROMPT)
     if kwargs.get("position_ids") is None:
         raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
     mode = generation.normalizer.prior
