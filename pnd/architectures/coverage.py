@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import textwrap
 
+import torch
+
 from .layers import layer_plan
 from .refused import REFUSED, pending
 from .registry import _REGISTRY, Architecture, registered
@@ -53,6 +55,8 @@ def prefill_path(architecture: Architecture, model_type: str) -> str:
         return "own call in the prompt's slots, visual keys masked (chunks of slots kept)"
     if plan.kept_only:
         return "own call on the kept tokens (recurrent or indexed layers)"
+    if architecture.bidirectional_prefix(None, torch.ones(1, 1)) is not None:
+        return "own call (bidirectional prefix: a prefix LM)"
     if not architecture.causal_prompt:
         return "own call (bidirectional visual blocks)"
     if architecture.embeds_prompt:
