@@ -5,11 +5,20 @@ import pytest
 import torch
 
 import pnd
-from pnd.testing import tiny_inputs
+from pnd.testing import tiny_inputs, tiny_model
 
-from reference import full_logits
+from reference import full_logits, greedy
 
 PROMPTS = ("Describe the video.", "a")  # the second row is left-padded in the batch
+# PaliGemma 2: a Gemma 2 language model, sliding-window layers (a window shorter than the prompts)
+PALIGEMMA2 = dict(text_model_type="gemma2", sliding_window=6, query_pre_attn_scalar=16,
+                  layer_types=["sliding_attention", "full_attention"])
+
+
+@pytest.fixture(params=["paligemma", "paligemma2"])
+def family(request, tiny):
+    """(model, processor) of PaliGemma and of PaliGemma 2 (sliding-window layers)."""
+    return tiny("paligemma") if request.param == "paligemma" else tiny_model("paligemma", **PALIGEMMA2)
 
 
 def _inputs(processor, prompts, seed=0):
@@ -22,9 +31,9 @@ def _logprobs(logits):
     return torch.log_softmax(logits.float(), -1)
 
 
-def test_paligemma_generate_gives_a_padded_row_what_it_gives_the_prompt_alone(tiny):
+def test_paligemma_generate_gives_a_padded_row_what_it_gives_the_prompt_alone(family):
     """The premise of the contract: transformers' own PaliGemma gives a left-padded row the prompt alone's result."""
-    model, processor = tiny("paligemma")
+    model, processor = family
     batch, alone = _inputs(processor, PROMPTS), _inputs(processor, PROMPTS[1:], seed=1)
     assert not batch["attention_mask"][1].all() and not batch["token_type_ids"].any()  # padded; all prefix
     plain = dict(max_new_tokens=6, min_new_tokens=6, do_sample=False)
@@ -34,11 +43,11 @@ def test_paligemma_generate_gives_a_padded_row_what_it_gives_the_prompt_alone(ti
                                atol=1e-5, rtol=0)
 
 
-def test_prior_of_a_padded_row_is_the_prompt_alones_with_a_bidirectional_prefix(tiny):
+def test_prior_of_a_padded_row_is_the_prompt_alones_with_a_bidirectional_prefix(family):
     """pnd's prior of the padded row = its prior of the prompt alone = a forward of the prompt alone with the image
     masked and the kept prefix bidirectional (token_type_ids 0); a causal prior over the kept tokens is farther off
     than the tolerance, so a prior that loses the bidirectionality fails here."""
-    model, processor = tiny("paligemma")
+    model, processor = family
     batch, alone = _inputs(processor, PROMPTS), _inputs(processor, PROMPTS[1:], seed=1)
     reference = _logprobs(full_logits(model, alone, alone["input_ids"], prior=True)[0])
     padded, single = pnd.prior_logits(model, **batch)[1], pnd.prior_logits(model, **alone)[0]
@@ -66,3 +75,14 @@ def test_continuing_a_conversation_is_refused(tiny):
     with pytest.raises(ValueError, match="prefix LM.*without past_key_values"):
         model.generate(input_ids=whole, attention_mask=torch.ones_like(whole), past_key_values=first.past_key_values,
                        max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
+
+
+def test_paligemma2_greedy_decoding_of_a_padded_batch_equals_brute_force():
+    """PaliGemma 2's sliding-window layers: the prefix stays bidirectional beyond the window (transformers' block
+    overlay is or-ed after it), in the prior's prefill and through the decoding steps."""
+    model, processor = tiny_model("paligemma", **PALIGEMMA2)
+    inputs = _inputs(processor, PROMPTS)
+    eos = model.generation_config.eos_token_id
+    out = pnd.attach(model).generate(**inputs, max_new_tokens=6, min_new_tokens=6, do_sample=False,
+                                     logits_processor=[pnd.PriorNormalized(0.7)])
+    assert out[:, -6:].tolist() == greedy(model, inputs, 0.7, 6, banned=[eos])[0].tolist()

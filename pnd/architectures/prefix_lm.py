@@ -12,8 +12,11 @@ after it, as in a forward of the prompt with the image masked out; so the prior'
 explicit mask (`pnd.decoding.prior.prefill_masks`), and nothing is reused from the conditioned pass (the text before
 the image saw the image there: `reuses_text=False`). Left padding: transformers' own generate gives a left-padded row
 the same tokens as the prompt alone (its block mask keeps the padding out, its positions are the mask's cumsum), and
-so does the prior. Images only (no video processor). The processor also returns `labels` (-100 on the prefix), which
-`generate` does not take: drop them.
+so does the prior. PaliGemma 2 (a Gemma 2 language model) has sliding-window layers: its prefix stays bidirectional
+beyond the window (transformers or-s the block overlay after the window), and so does the prior's. Images only (no
+video processor). The processor also returns `labels` (-100 on the prefix), which
+pnd's scorer drops (`generate` does not forward them). Continuing a conversation from a returned cache is refused: the
+cache holds the first prompt's bidirectional prefix, which the prior over the whole conversation cannot tell apart.
 
 Example:
     >>> import torch

@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 
 
-def build(seed: int):
+def build(seed: int, **text):
+    """`text` overrides the Gemma text config; PaliGemma 2: text_model_type="gemma2" (sliding-window layers)."""
     from transformers import (
         PaliGemmaConfig,
         PaliGemmaForConditionalGeneration,
@@ -24,10 +25,10 @@ def build(seed: int):
     tokenizer.bos_token = "<bos>"
     config = PaliGemmaConfig(
         vision_config={**TINY_CLIP, "model_type": "siglip_vision_model", "vision_use_head": False},
-        text_config=dict(model_type="gemma", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-                         head_dim=16, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
+        text_config=dict(model_type=text.pop("text_model_type", "gemma"), vocab_size=len(tokenizer), hidden_size=64,
+                         intermediate_size=128, head_dim=16, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
                          max_position_embeddings=1024, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id),
+                         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, **text),
         image_token_index=tokenizer.image_token_id,
         vocab_size=len(tokenizer),
         projection_dim=64,
