@@ -55,7 +55,7 @@ def is_hybrid(model):
 
 # families whose processor writes (start, end) token pairs itself, with one newline token outside each end (Gemma 3:
 # "\n\n<start_of_image>...<end_of_image>\n\n", a run of newlines being one token)
-WRAPPED = {"gemma3": ("boi_token_id", "eoi_token_id")}
+WRAPPED = {"gemma3": ("boi_token_id", "eoi_token_id"), "gemma3n": ("boi_token_id", "eoi_token_id")}
 # families whose processor writes (starts, end) blocks itself, hidden with their ends (Molmo2's image views)
 BLOCKS = {"molmo2": (("image_start_token_id", "low_res_image_start_token_id"), "image_end_token_id")}
 

@@ -48,7 +48,8 @@ def prefill_path(architecture: Architecture, model_type: str) -> str:
     """How the prior's prefill runs with the family's default config (docs/design.md §4)."""
     from transformers import AutoConfig
 
-    plan = layer_plan(AutoConfig.for_model(model_type).get_text_config(decoder=True))
+    config = AutoConfig.for_model(model_type).get_text_config(decoder=True)
+    plan = layer_plan(config)
     if plan.in_slot and any(kind.in_slot and kind.state == "indexed" for kind in plan.kinds):
         return "own call in the prompt's slots, visual keys hidden from the indexers (slot-anchored sparse layers)"
     if plan.in_slot:
@@ -61,6 +62,8 @@ def prefill_path(architecture: Architecture, model_type: str) -> str:
         return "own call (bidirectional visual blocks)"
     if architecture.embeds_prompt:
         return "own call (the family's generate runs its language model on embeddings)"
+    if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
+        return "own call (sliding-window layers)"
     return "packed into the conditioned prefill (own call where a checkpoint's layers are recurrent or sparse)"
 
 

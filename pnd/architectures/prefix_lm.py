@@ -18,6 +18,16 @@ video processor). The processor also returns `labels` (-100 on the prefix), whic
 pnd's scorer drops (`generate` does not forward them). Continuing a conversation from a returned cache is refused: the
 cache holds the first prompt's bidirectional prefix, which the prior over the whole conversation cannot tell apart.
 
+Gemma 3n (`gemma3n`, registered here too; not a prefix LM: its prompt is causal): the processor replaces the
+template's `<image_soft_token>` with `\n\n<start_of_image>` + `<image_soft_token>` x image_seq_length +
+`<end_of_image>\n\n`, Gemma 3's layout; the prior hides what it reports replacing. Its language model computes
+per-layer inputs from each token's id and embedding (`get_per_layer_inputs`, `project_per_layer_inputs`): per token,
+so the prior's own call on the kept ids gives the kept tokens the per-layer inputs they have in the conditioned pass
+(image and audio ids map to per-layer id 0 there, and are hidden). AltUp and LAuReL are per token too. Its last
+layers share the keys and values of the last unshared layer of their type (`num_kv_shared_layers`), taken from the
+same call's cache: the prior rows' cache holds the prior's, so the shared layers see the kept tokens only. Sliding and
+full attention layers, as Gemma 3. Images only: the vision tower is a timm model (MobileNet-V5).
+
 Example:
     >>> import torch
     >>> PALIGEMMA.bidirectional_prefix({"token_type_ids": torch.tensor([[0, 0, 0, 1]])}, torch.tensor([[0, 1, 1, 1]]))
@@ -62,6 +72,15 @@ PALIGEMMA = register(
         pixel_keys=("pixel_values",),
         causal_prompt=False,  # the packed prefill's causal split would drop the bidirectional prefix
         reuses_text=False,  # the text before the image attends to the image in the conditioned pass
+        reported=True,
+    )
+)
+GEMMA3N = register(
+    Architecture(
+        name="Gemma 3n",
+        model_types=("gemma3n",),
+        pixel_keys=("pixel_values",),
+        token_inputs=("token_type_ids",),  # 1 on image tokens (not read by its forward): text 0
         reported=True,
     )
 )

@@ -59,7 +59,7 @@ REFUSED: dict[str, str] = {
                 "(`image_embeds_position_mask`)",
     **dict.fromkeys((
         "aria", "aya_vision", "chameleon", "cohere2_vision", "deepseek_ocr2", "deepseek_vl",
-        "deepseek_vl_hybrid", "emu3", "exaone4_5", "fast_vlm", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2",
+        "deepseek_vl_hybrid", "emu3", "exaone4_5", "fast_vlm", "fuyu", "glm_ocr", "glmga", "got_ocr2",
         "granite_docling", "hyperclovax_vision_v2", "idefics2", "janus",
         "kosmos-2.5", "lighton_ocr", "muse_spark", "ovis2", "paddleocr_vl", "pp_chart2table",
         "qianfan_ocr", "qwen2_5_omni_thinker", "vipllava",

@@ -193,9 +193,11 @@ def masked_prefill(
     # no reuse through layers that see the kept tokens only (a recurrent state sums up the whole prompt), nor from
     # sliding-window layers that hold the window only
     reuse = shared is not None and not plan.kept_only and (
-        window is None or all(keys.shape[2] >= input_ids.shape[1] for keys, _ in shared))
+        window is None or all(keys is None or keys.shape[2] >= input_ids.shape[1] for keys, _ in shared))
     slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=reuse, compact=plan.compact)
-    reused_layers = [(k[:, :, : slots.prefix], v[:, :, : slots.prefix]) for k, v in shared] if slots.prefix else None
+    # a layer without a cache of its own (Gemma 3n's KV-shared layers): (None, None)
+    reused_layers = [(k, v) if k is None else (k[:, :, : slots.prefix], v[:, :, : slots.prefix])
+                     for k, v in shared] if slots.prefix else None
     # with a sliding window, every layer of this call keeps all its tokens: lay_out_prior needs them
     cache = cache_from_layers(config, reused_layers, keep_all=window is not None)
     attends = torch.cat([slots.reused[:, : slots.prefix], slots.computed], 1)
