@@ -14,6 +14,7 @@ processor's own record of its replacements: tests check the two (and pnd's adapt
 import contextlib
 import functools
 import inspect
+import itertools
 import re
 
 import torch
@@ -55,7 +56,9 @@ def is_hybrid(model):
 
 # families whose processor writes (start, end) token pairs itself, with one newline token outside each end (Gemma 3:
 # "\n\n<start_of_image>...<end_of_image>\n\n", a run of newlines being one token)
-WRAPPED = {"gemma3": ("boi_token_id", "eoi_token_id"), "gemma3n": ("boi_token_id", "eoi_token_id")}
+# (Gemma 3n: its audio blocks too, `\n\n<start_of_audio>…<end_of_audio>\n\n`)
+WRAPPED = {"gemma3": (("boi_token_id", "eoi_token_id"),),
+           "gemma3n": (("boi_token_id", "eoi_token_id"), ("boa_token_id", "eoa_token_id"))}
 # families whose processor writes (starts, end) blocks itself, hidden with their ends (Molmo2's image views)
 BLOCKS = {"molmo2": (("image_start_token_id", "low_res_image_start_token_id"), "image_end_token_id")}
 
@@ -151,9 +154,9 @@ def visual_positions(model, input_ids):
                 inside &= token != getattr(config, end)
         return mask
     if config.model_type in WRAPPED:
-        start, end = (getattr(config, k) for k in WRAPPED[config.model_type])
         mask = torch.zeros_like(input_ids, dtype=torch.bool)
-        for row, ids in enumerate(input_ids.tolist()):
+        pairs = [[getattr(config, k) for k in pair] for pair in WRAPPED[config.model_type]]
+        for (start, end), (row, ids) in itertools.product(pairs, enumerate(input_ids.tolist())):
             inside = False
             for i, token in enumerate(ids):
                 if token == start:

@@ -26,7 +26,10 @@ so the prior's own call on the kept ids gives the kept tokens the per-layer inpu
 (image and audio ids map to per-layer id 0 there, and are hidden). AltUp and LAuReL are per token too. Its last
 layers share the keys and values of the last unshared layer of their type (`num_kv_shared_layers`), taken from the
 same call's cache: the prior rows' cache holds the prior's, so the shared layers see the kept tokens only. Sliding and
-full attention layers, as Gemma 3. Images only: the vision tower is a timm model (MobileNet-V5).
+full attention layers, as Gemma 3. Images (the vision tower is a timm model, MobileNet-V5; no video processor) and
+audio: the processor reports its `\n\n<start_of_audio>…<end_of_audio>\n\n` block too, so the prior hides it with the
+image (`prior_logits`); `generate` refuses audio inputs (`input_features`) at alpha > 0, as for every family, and is
+plain generate at alpha = 0 (tests/test_gemma3n.py).
 
 Example:
     >>> import torch
