@@ -21,7 +21,7 @@ def build(seed: int):
         SiglipImageProcessor,
     )
 
-    from pnd.testing import chat_template, tiny_tokenizer
+    from ..parts import chat_template, tiny_tokenizer
 
     text_named = {"boi_token": "<start_of_image>", "boa_token": "<start_of_audio>"}
     vision = {"eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"}
