@@ -14,6 +14,7 @@ processor's own record of its replacements: tests check the two (and pnd's adapt
 import contextlib
 import functools
 import inspect
+import itertools
 import re
 
 import torch
@@ -29,6 +30,10 @@ PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "ima
 # per-token inputs (0 = text): visual blocks that attend bidirectionally (Gemma 3 and 4, Molmo2), MoE routing of visual
 # tokens to vision experts (ERNIE 4.5 VL); the prior's kept tokens and the generated tokens are text
 TOKEN_TYPES = ("token_type_ids", "mm_token_type_ids", "moe_mm_token_type_ids")
+# prefix LMs (PaliGemma): token type 0 is the prompt's bidirectional prefix, so the generated tokens (the causal suffix,
+# as its generate's cache makes them) are 1; the prior's prompt keeps the processor's types (its kept tokens stay in
+# the prefix)
+SUFFIX_TYPE = {"paligemma": 1}
 
 
 QWEN3_VL = (("vision_start_token_id", "vision_end_token_id"),)
@@ -51,7 +56,9 @@ def is_hybrid(model):
 
 # families whose processor writes (start, end) token pairs itself, with one newline token outside each end (Gemma 3:
 # "\n\n<start_of_image>...<end_of_image>\n\n", a run of newlines being one token)
-WRAPPED = {"gemma3": ("boi_token_id", "eoi_token_id")}
+# (Gemma 3n: its audio blocks too, `\n\n<start_of_audio>…<end_of_audio>\n\n`)
+WRAPPED = {"gemma3": (("boi_token_id", "eoi_token_id"),),
+           "gemma3n": (("boi_token_id", "eoi_token_id"), ("boa_token_id", "eoa_token_id"))}
 # families whose processor writes (starts, end) blocks itself, hidden with their ends (Molmo2's image views)
 BLOCKS = {"molmo2": (("image_start_token_id", "low_res_image_start_token_id"), "image_end_token_id")}
 
@@ -147,9 +154,9 @@ def visual_positions(model, input_ids):
                 inside &= token != getattr(config, end)
         return mask
     if config.model_type in WRAPPED:
-        start, end = (getattr(config, k) for k in WRAPPED[config.model_type])
         mask = torch.zeros_like(input_ids, dtype=torch.bool)
-        for row, ids in enumerate(input_ids.tolist()):
+        pairs = [[getattr(config, k) for k in pair] for pair in WRAPPED[config.model_type]]
+        for (start, end), (row, ids) in itertools.product(pairs, enumerate(input_ids.tolist())):
             inside = False
             for i, token in enumerate(ids):
                 if token == start:
@@ -240,10 +247,12 @@ def full_logits(model, inputs, sequence, prior: bool, removed: bool | None = Non
         if is_hybrid(model) if removed is None else removed:
             return kept_tokens_logits(model, sequence, mask.bool(), positions)
     pixels = {k: inputs[k] for k in PIXEL_KEYS if k in inputs}
+    suffix = SUFFIX_TYPE.get(model.config.model_type)
     for key in TOKEN_TYPES:  # the processor's for the conditioned pass, text (0) for generated tokens and the prior
         if key in inputs:
-            types = inputs[key] * (not prior)
-            pixels[key] = torch.cat([types, types.new_zeros(types.shape[0], sequence.shape[1] - types.shape[1])], 1)
+            types = inputs[key] if suffix is not None else inputs[key] * (not prior)
+            generated = types.new_full((types.shape[0], sequence.shape[1] - types.shape[1]), suffix or 0)
+            pixels[key] = torch.cat([types, generated], 1)
     out = model_forward(model, sequence, inputs["input_ids"].shape[1], attention_mask=mask, position_ids=positions,
                         use_cache=False, **pixels)
     return out.logits[:, -1].float()

@@ -7,7 +7,7 @@ from transformers import LogitsProcessor
 import pnd
 from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES, random_video
 
-from reference import TOKEN_TYPES, conditioned_positions, is_hybrid, kept_tokens_forward, visual_positions
+from reference import SUFFIX_TYPE, TOKEN_TYPES, conditioned_positions, is_hybrid, kept_tokens_forward, visual_positions
 
 CAPTIONS = ["a red circle moves left", "a blue square", "the cat sat on the mat and the dog ran"]
 VIDEOS = [random_video(0), random_video(1), random_video(2)]
@@ -26,8 +26,8 @@ def teacher_forced(model, inputs, prior):
         if is_hybrid(model):
             logits = torch.zeros(*ids.shape, model.config.get_text_config().vocab_size)
             logits[kept] = kept_tokens_forward(model, ids, kept, positions)[0].logits[0]
-        else:  # the prior's tokens are text: token-type inputs 0
-            text = {k: inputs[k] * 0 for k in TOKEN_TYPES if k in inputs}
+        else:  # the prior's tokens are text: token-type inputs 0 (a prefix LM's: its prompt and suffix types)
+            text = {k: inputs[k] * 0 for k in TOKEN_TYPES if k in inputs and model.config.model_type not in SUFFIX_TYPE}
             logits = model(**{**inputs, **text, "attention_mask": mask * kept}, position_ids=positions).logits
     else:
         logits = model(**inputs).logits

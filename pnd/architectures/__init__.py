@@ -17,6 +17,7 @@ from . import (gemma3, glm4v, internvl, lfm2_vl, llava, minicpmv, molmo2, nemotr
 from . import finder_families  # noqa: F401
 from . import llama4  # noqa: F401
 from . import qformer  # noqa: F401
+from . import prefix_lm  # noqa: F401
 # isort: on
 from .registry import Architecture, architecture_for, register, registered, supported_model_types
 

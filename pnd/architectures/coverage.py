@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import textwrap
 
+import torch
+
 from .layers import layer_plan
 from .refused import REFUSED, pending
 from .registry import _REGISTRY, Architecture, registered
@@ -46,17 +48,22 @@ def prefill_path(architecture: Architecture, model_type: str) -> str:
     """How the prior's prefill runs with the family's default config (docs/design.md §4)."""
     from transformers import AutoConfig
 
-    plan = layer_plan(AutoConfig.for_model(model_type).get_text_config(decoder=True))
+    config = AutoConfig.for_model(model_type).get_text_config(decoder=True)
+    plan = layer_plan(config)
     if plan.in_slot and any(kind.in_slot and kind.state == "indexed" for kind in plan.kinds):
         return "own call in the prompt's slots, visual keys hidden from the indexers (slot-anchored sparse layers)"
     if plan.in_slot:
         return "own call in the prompt's slots, visual keys masked (chunks of slots kept)"
     if plan.kept_only:
         return "own call on the kept tokens (recurrent or indexed layers)"
+    if architecture.bidirectional_prefix(None, torch.ones(1, 1)) is not None:
+        return "own call (bidirectional prefix: a prefix LM)"
     if not architecture.causal_prompt:
         return "own call (bidirectional visual blocks)"
     if architecture.embeds_prompt:
         return "own call (the family's generate runs its language model on embeddings)"
+    if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
+        return "own call (sliding-window layers)"
     return "packed into the conditioned prefill (own call where a checkpoint's layers are recurrent or sparse)"
 
 

@@ -42,6 +42,9 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("mllama", "idefics", "blip", "git"), _CROSS_ATTENTION),
     "evolla": f"{_NOT_TEXT} (protein sequences to text)",
     "pi0": f"{_NOT_TEXT} (robot actions)",
+    "shieldgemma2": f"{_NOT_TEXT}: a policy classifier (yes/no probabilities per policy); its processor writes one "
+                    "prompt per policy from its own template and drops the text it is given, so there is no prompt to "
+                    "decode from (for text generation use a Gemma 3 checkpoint: gemma3)",
     "mistral4": "text-only: the image-text-to-text mapping names a causal LM with no vision tower",
     "diffusion_gemma": "block-diffusion decoder: it does not generate left to right, so there is no next-token prior",
     "dots3_note": _layers("indexed sparse attention"),
@@ -56,9 +59,9 @@ REFUSED: dict[str, str] = {
                 "(`image_embeds_position_mask`)",
     **dict.fromkeys((
         "aria", "aya_vision", "chameleon", "cohere2_vision", "deepseek_ocr2", "deepseek_vl",
-        "deepseek_vl_hybrid", "emu3", "exaone4_5", "fast_vlm", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2",
+        "deepseek_vl_hybrid", "emu3", "exaone4_5", "fast_vlm", "fuyu", "glm_ocr", "glmga", "got_ocr2",
         "granite_docling", "hyperclovax_vision_v2", "idefics2", "janus",
-        "kosmos-2.5", "lighton_ocr", "muse_spark", "ovis2", "paddleocr_vl", "paligemma", "pp_chart2table",
-        "qianfan_ocr", "qwen2_5_omni_thinker", "shieldgemma2", "vipllava",
+        "kosmos-2.5", "lighton_ocr", "muse_spark", "ovis2", "paddleocr_vl", "pp_chart2table",
+        "qianfan_ocr", "qwen2_5_omni_thinker", "vipllava",
     ), _UNTESTED),
 }

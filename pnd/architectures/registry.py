@@ -117,6 +117,16 @@ class Architecture:
             raise ValueError(f"{self.name}'s processor cannot batch videos with different frame counts (got "
                              f"{counts}): give every video of a batch the same number of frames, or one video a batch.")
 
+    def bidirectional_prefix(self, inputs: dict | None, attention_mask: torch.Tensor) -> torch.Tensor | None:
+        """(batch, L) bool: the prompt slots that attend to each other both ways in the conditioned pass (a prefix LM's
+        prefix, `pnd/architectures/prefix_lm.py`); None for a causal prompt. `inputs` are the processor's outputs
+        given with the prompt, None where only its token ids are known."""
+        return None
+
+    def appended_types(self) -> dict[str, int]:
+        """{per-token input: its value} for tokens appended after a prompt (a caption): text (0) for `token_inputs`."""
+        return dict.fromkeys(self.token_inputs, 0)
+
     def blank_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
         """The pixel input of the "blank" prior: uniform frames of the same shape (all zero)."""
         return torch.zeros_like(pixels)

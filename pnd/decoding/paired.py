@@ -231,6 +231,11 @@ def _continued_cache(model, generation: Generation, config, input_ids: torch.Ten
         raise ValueError("PriorNormalized continues a conversation from past_key_values with prior='masked' or "
                          "'text' and one sequence per prompt (num_beams=1, num_return_sequences=1); otherwise pass the "
                          "whole conversation as input_ids without past_key_values.")
+    if architecture_for(model).bidirectional_prefix(None, input_ids) is not None:
+        raise ValueError(f"PriorNormalized cannot continue a conversation from past_key_values on "
+                         f"{architecture_for(model).name}: its first prompt attends to itself both ways (a prefix LM), "
+                         "which the prior rows over the whole conversation cannot tell from the new text; pass the "
+                         "whole conversation as a new prompt without past_key_values.")
     cache = PairedCache(config=model.config.get_text_config(decoder=True))
     for index, layer in enumerate(past.layers):
         cache.update(layer.keys[:, :, :length], layer.values[:, :, :length], index)
@@ -379,7 +384,7 @@ def _prefill(model, attachment, generation, cache, kwargs, forward):
         reuse = attachment.prefill != "own_call_no_reuse"
         shared = layer_states(cache) if reuse else None
         prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
-                               shared)
+                               shared, inputs=kwargs)
     check_conditioned_logits(outputs.logits[:, -1], "generate")
     cache.add_prior(prior)
     generation.record(outputs.logits[:, -1], prior.logits)

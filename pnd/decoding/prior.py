@@ -170,13 +170,15 @@ def masked_prefill(
     position_ids: torch.Tensor,
     mode: str = "masked",
     shared: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+    inputs: dict | None = None,
 ) -> PriorPrefill:
     """Prefill the prior rows on the text tokens alone, in one language-model call of their own.
 
     `shared` is the conditioned pass's per-layer (keys, values) for the same prompt: the text before
     each row's first visual token is copied from it, and only the text after it is computed. A model with a
     layer that sees the kept tokens only (`pnd/architectures/layers.py`: recurrent, indexed) ignores it and computes every kept
-    token (see the module's docstring).
+    token (see the module's docstring). `inputs`, the processor's other outputs given with the prompt, tell a prefix
+    LM's bidirectional prefix (`Architecture.bidirectional_prefix`; None: the prompt as its processor builds it).
     """
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
@@ -191,16 +193,20 @@ def masked_prefill(
     # no reuse through layers that see the kept tokens only (a recurrent state sums up the whole prompt), nor from
     # sliding-window layers that hold the window only
     reuse = shared is not None and not plan.kept_only and (
-        window is None or all(keys.shape[2] >= input_ids.shape[1] for keys, _ in shared))
+        window is None or all(keys is None or keys.shape[2] >= input_ids.shape[1] for keys, _ in shared))
     slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=reuse, compact=plan.compact)
-    reused_layers = [(k[:, :, : slots.prefix], v[:, :, : slots.prefix]) for k, v in shared] if slots.prefix else None
+    # a layer without a cache of its own (Gemma 3n's KV-shared layers): (None, None)
+    reused_layers = [(k, v) if k is None else (k[:, :, : slots.prefix], v[:, :, : slots.prefix])
+                     for k, v in shared] if slots.prefix else None
     # with a sliding window, every layer of this call keeps all its tokens: lay_out_prior needs them
     cache = cache_from_layers(config, reused_layers, keep_all=window is not None)
     attends = torch.cat([slots.reused[:, : slots.prefix], slots.computed], 1)
+    prefix = architecture_for(model).bidirectional_prefix(inputs, attention_mask)
+    both_ways = None if prefix is None else prefix.gather(1, slots.index) & slots.computed
     hidden = architecture_for(model).language_model(model)(
         input_ids=input_ids.gather(1, slots.index),
-        attention_mask=attends.long() if window is None else window_masks(config, slots, attends, window,
-                                                                          model.dtype),
+        attention_mask=attends.long() if window is None and both_ways is None else prefill_masks(
+            config, slots, attends, window, model.dtype, both_ways),
         position_ids=slots.positions,
         past_key_values=cache,
         use_cache=True,
@@ -264,13 +270,25 @@ def sliding_window(config) -> int | None:
     return window if types is None or "sliding_attention" in types else None
 
 
-def window_masks(config, slots: PriorSlots, attended: torch.Tensor, window: int, dtype: torch.dtype):
-    """Additive attention masks of the prior's own call on a sliding-window model, per layer type.
+def prefill_masks(config, slots: PriorSlots, attended: torch.Tensor, window: int | None, dtype: torch.dtype,
+                  both_ways: torch.Tensor | None = None):
+    """Additive attention masks of the prior's own call on a sliding-window model or a prefix LM, per layer type.
 
     The computed tokens sit side by side in that call, but a sliding-window layer must see the `window` slots
     before each token in the conditioned prompt (visual slots in them masked), as the decoding steps do: so the
     masks are causal over the prompt's slots, and on sliding layers keep keys less than `window` slots back.
     `attended` (batch, keys) marks the call's keys the prior may see: the reused prefix's, then the computed tokens'.
+    `both_ways` (batch, computed) marks the computed tokens of a prefix LM's bidirectional prefix: each sees all of
+    them, before and after it, window or not (transformers' `blockwise_overlay`, or-ed after the window).
+
+    Example (a prefix LM: the first two kept tokens see each other, the third sees both causally):
+        >>> import torch
+        >>> from transformers import GemmaConfig
+        >>> index, computed = torch.tensor([[0, 2, 3]]), torch.tensor([[True, True, True]])
+        >>> slots = PriorSlots(None, None, 0, index, computed, None, index, None)
+        >>> mask = prefill_masks(GemmaConfig(), slots, computed, None, torch.float32, torch.tensor([[True, True, False]]))
+        >>> (mask[0, 0] == 0).long().tolist()
+        [[1, 1, 0], [1, 1, 0], [1, 1, 1]]
     """
     batch, prefix = slots.index.shape[0], slots.prefix
     key_slots = torch.cat([torch.arange(prefix, device=slots.index.device).expand(batch, -1), slots.index], 1)
@@ -278,11 +296,15 @@ def window_masks(config, slots: PriorSlots, attended: torch.Tensor, window: int,
     allowed = attended[:, None, :] & (behind >= 0)
     own = torch.eye(slots.index.shape[1], dtype=torch.bool, device=behind.device)
     allowed[:, :, prefix:] |= own  # a padding query sees itself: no fully masked row
+    prefixed = torch.zeros_like(allowed)
+    if both_ways is not None:
+        prefixed[:, :, prefix:] = both_ways[:, :, None] & both_ways[:, None, :]
 
     def additive(mask):
         return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)[:, None]
 
-    full, sliding = additive(allowed), additive(allowed & (behind < window))
+    full = additive(allowed | prefixed)
+    sliding = full if window is None else additive(allowed & (behind < window) | prefixed)
     types = getattr(config, "layer_types", None)
     if types is None:
         return sliding
@@ -352,4 +374,4 @@ def prior_logits(
     if position_ids is None:
         position_ids = default_position_ids(model, input_ids, attention_mask, **inputs)
     with expansions_given(carried):
-        return masked_prefill(model, input_ids, attention_mask, position_ids, mode).logits
+        return masked_prefill(model, input_ids, attention_mask, position_ids, mode, inputs=inputs).logits

@@ -154,9 +154,11 @@ class CaptionScorer:
         start = inputs["input_ids"].shape[1]
         inputs["input_ids"] = torch.cat([inputs["input_ids"], caption], 1)
         inputs["attention_mask"] = torch.cat([inputs["attention_mask"], torch.ones_like(caption)], 1)
-        for key in (*architecture_for(self.model).token_inputs, EXPANSION_KEY):  # the caption's tokens are text (0)
+        appended = {**architecture_for(self.model).appended_types(), EXPANSION_KEY: 0}  # the caption's tokens: text
+        for key, value in appended.items():
             if key in inputs:
-                inputs[key] = torch.cat([inputs[key], inputs[key].new_zeros(caption.shape)], 1)
+                inputs[key] = torch.cat([inputs[key], inputs[key].new_full(caption.shape, value)], 1)
+        inputs.pop("labels", None)  # PaliGemma's processor adds them (for the prompt): no loss here
         return ScoringInputs(inputs, (start, start + caption.shape[1]))
 
     # -- scoring --------------------------------------------------------------------------------
@@ -277,7 +279,8 @@ class CaptionScorer:
             raise ValueError("These prompts are left-padded, and a recurrent layer's state would take the padding in: "
                              "score them one at a time (score_prompt) on this model.")
         check_unpadded(config, inputs["attention_mask"], "CaptionScorer")
-        out = model(**inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        forward_inputs = {k: v for k, v in inputs.items() if k != "labels"}  # PaliGemma's processor adds them: no loss
+        out = model(**forward_inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
         check_conditioned_logits(out.logits, "CaptionScorer")
         states = layer_states(cache)
         prefixes = []
