@@ -207,6 +207,7 @@ def _padded(architecture, kwargs: dict, contrast: dict) -> tuple[dict, int]:
 def contrast_prefill(model, forward, contrast: dict, prefill_kwargs: dict) -> PriorPrefill:
     """The contrast rows' prefill: `forward` (the model's own) on the contrast inputs, into a cache of their own, then
     each row repeated as `generate` repeated the conditioned prompt's (beams, returned sequences)."""
+    contrast = {k: v for k, v in contrast.items() if k != "labels"}  # PaliGemma's processor adds them: no loss here
     ids, mask = contrast["input_ids"], contrast["attention_mask"]
     repeats = prefill_kwargs["input_ids"].shape[0] // ids.shape[0]
     others = {k: v for k, v in contrast.items() if k not in ("input_ids", "attention_mask", "position_ids")}
