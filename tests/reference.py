@@ -102,6 +102,8 @@ TEXT_EXPANDED = {
     "minimax_m3_vl": r"(?:(?:\]<\][0-9.]+ seconds\[>\[)?\]<\]start of image\[>\[(?:\]<\](?:image|video)\[>\[)+"
                      r"\]<\]end of image\[>\[)+",
     "glm5_next": r"(?:<\|begin_of_image\|>(?:<\|image\|>)+<\|end_of_image\|>[0-9.]+ seconds)+|(?:<\|image\|>)+",
+    # issue 36 (pnd/architectures/finder_families_more.py)
+    "cohere2_vision": r"<\|START_OF_IMG\|>(?:(?:<\|IMG_PATCH\|>)+<\|IMG_LINE_BREAK\|>)+<\|END_OF_IMG\|>",
 }
 
 TEXT_EXPANDED["gemma4_unified"] = TEXT_EXPANDED["gemma4"]

@@ -44,6 +44,8 @@ MORE_THAN_PLACEHOLDERS = {
     "internvl": {"video": True, "image": True}, "smolvlm": {"video": True, "image": True},
     "video_llama_3": {"video": True, "image": False}, "minicpmv4_6": {"video": True, "image": True},
     "minicpmv4_7": {"video": True, "image": True}, "lfm2_vl": {"image": True},
+    # issue 36's families through the generic finder
+    "cohere2_vision": {"image": True},
 }
 
 

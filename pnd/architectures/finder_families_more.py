@@ -1,0 +1,17 @@
+"""More families added through the generic expansion finder alone (`reported.py`, issue 36): registrations, no expansion
+code. What their processors write besides placeholders (transformers 5.23):
+
+- Command A Vision (`cohere2_vision`): `<|START_OF_IMG|>`, per tile (the grid's tiles, then the thumbnail) its
+  `<|IMG_PATCH|>` tokens closed by `<|IMG_LINE_BREAK|>`, then `<|END_OF_IMG|>`; a Cohere 2 language model of sliding
+  and full attention.
+
+Example:
+    >>> import pnd
+    >>> "cohere2_vision" in set(pnd.supported_model_types())
+    True
+"""
+
+from .registry import Architecture, register
+
+COHERE2_VISION = register(Architecture(name="Command A Vision", model_types=("cohere2_vision",),
+                                       pixel_keys=("pixel_values",), reported=True))
