@@ -104,6 +104,7 @@ TEXT_EXPANDED = {
     "glm5_next": r"(?:<\|begin_of_image\|>(?:<\|image\|>)+<\|end_of_image\|>[0-9.]+ seconds)+|(?:<\|image\|>)+",
     # issue 36 (pnd/architectures/finder_families_more.py)
     "cohere2_vision": r"<\|START_OF_IMG\|>(?:(?:<\|IMG_PATCH\|>)+<\|IMG_LINE_BREAK\|>)+<\|END_OF_IMG\|>",
+    "aya_vision": r"<\|START_OF_IMG\|>(?:TILE_[0-9]+(?:<\|IMG_PATCH\|>)+)*TILE_GLOBAL(?:<\|IMG_PATCH\|>)+<\|END_OF_IMG\|>",
 }
 
 TEXT_EXPANDED["gemma4_unified"] = TEXT_EXPANDED["gemma4"]

@@ -46,6 +46,7 @@ MORE_THAN_PLACEHOLDERS = {
     "minicpmv4_7": {"video": True, "image": True}, "lfm2_vl": {"image": True},
     # issue 36's families through the generic finder
     "cohere2_vision": {"image": True},
+    "aya_vision": {"image": True},
 }
 
 

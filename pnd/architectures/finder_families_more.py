@@ -4,10 +4,12 @@ code. What their processors write besides placeholders (transformers 5.23):
 - Command A Vision (`cohere2_vision`): `<|START_OF_IMG|>`, per tile (the grid's tiles, then the thumbnail) its
   `<|IMG_PATCH|>` tokens closed by `<|IMG_LINE_BREAK|>`, then `<|END_OF_IMG|>`; a Cohere 2 language model of sliding
   and full attention.
+- Aya Vision: `<|START_OF_IMG|>`, per grid tile a `TILE_<i>` label (text) and its `<|IMG_PATCH|>` tokens, then
+  `TILE_GLOBAL` and the thumbnail's, then `<|END_OF_IMG|>`; Cohere 2 sliding and full attention.
 
 Example:
     >>> import pnd
-    >>> "cohere2_vision" in set(pnd.supported_model_types())
+    >>> {"cohere2_vision", "aya_vision"} <= set(pnd.supported_model_types())
     True
 """
 
@@ -15,3 +17,5 @@ from .registry import Architecture, register
 
 COHERE2_VISION = register(Architecture(name="Command A Vision", model_types=("cohere2_vision",),
                                        pixel_keys=("pixel_values",), reported=True))
+AYA_VISION = register(Architecture(name="Aya Vision", model_types=("aya_vision",),
+                                   pixel_keys=("pixel_values",), reported=True))
