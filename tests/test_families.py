@@ -47,6 +47,7 @@ MORE_THAN_PLACEHOLDERS = {
     # issue 36's families through the generic finder
     "cohere2_vision": {"image": True},
     "aya_vision": {"image": True},
+    "fast_vlm": {"image": False},
 }
 
 

@@ -6,10 +6,11 @@ code. What their processors write besides placeholders (transformers 5.23):
   and full attention.
 - Aya Vision: `<|START_OF_IMG|>`, per grid tile a `TILE_<i>` label (text) and its `<|IMG_PATCH|>` tokens, then
   `TILE_GLOBAL` and the thumbnail's, then `<|END_OF_IMG|>`; Cohere 2 sliding and full attention.
+- FastVLM: `<image>` placeholders only (LLaVA's processor), read by a FastViT-MCi3 tower through timm.
 
 Example:
     >>> import pnd
-    >>> {"cohere2_vision", "aya_vision"} <= set(pnd.supported_model_types())
+    >>> {"cohere2_vision", "aya_vision", "fast_vlm"} <= set(pnd.supported_model_types())
     True
 """
 
@@ -19,3 +20,5 @@ COHERE2_VISION = register(Architecture(name="Command A Vision", model_types=("co
                                        pixel_keys=("pixel_values",), reported=True))
 AYA_VISION = register(Architecture(name="Aya Vision", model_types=("aya_vision",),
                                    pixel_keys=("pixel_values",), reported=True))
+FAST_VLM = register(Architecture(name="FastVLM", model_types=("fast_vlm",),
+                                 pixel_keys=("pixel_values",), reported=True))
