@@ -48,6 +48,7 @@ MORE_THAN_PLACEHOLDERS = {
     "cohere2_vision": {"image": True},
     "aya_vision": {"image": True},
     "fast_vlm": {"image": False},
+    "lighton_ocr": {"image": False},
 }
 
 

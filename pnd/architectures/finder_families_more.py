@@ -7,10 +7,11 @@ code. What their processors write besides placeholders (transformers 5.23):
 - Aya Vision: `<|START_OF_IMG|>`, per grid tile a `TILE_<i>` label (text) and its `<|IMG_PATCH|>` tokens, then
   `TILE_GLOBAL` and the thumbnail's, then `<|END_OF_IMG|>`; Cohere 2 sliding and full attention.
 - FastVLM: `<image>` placeholders only (LLaVA's processor), read by a FastViT-MCi3 tower through timm.
+- LightOnOCR: `<|image_pad|>` placeholders only (a Pixtral tower, 2x2 merged, on Qwen3).
 
 Example:
     >>> import pnd
-    >>> {"cohere2_vision", "aya_vision", "fast_vlm"} <= set(pnd.supported_model_types())
+    >>> {"cohere2_vision", "aya_vision", "fast_vlm", "lighton_ocr"} <= set(pnd.supported_model_types())
     True
 """
 
@@ -22,3 +23,5 @@ AYA_VISION = register(Architecture(name="Aya Vision", model_types=("aya_vision",
                                    pixel_keys=("pixel_values",), reported=True))
 FAST_VLM = register(Architecture(name="FastVLM", model_types=("fast_vlm",),
                                  pixel_keys=("pixel_values",), reported=True))
+LIGHTON_OCR = register(Architecture(name="LightOnOCR", model_types=("lighton_ocr",),
+                                    pixel_keys=("pixel_values",), reported=True))
