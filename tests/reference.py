@@ -105,6 +105,8 @@ TEXT_EXPANDED = {
     # issue 36 (pnd/architectures/finder_families_more.py)
     "cohere2_vision": r"<\|START_OF_IMG\|>(?:(?:<\|IMG_PATCH\|>)+<\|IMG_LINE_BREAK\|>)+<\|END_OF_IMG\|>",
     "aya_vision": r"<\|START_OF_IMG\|>(?:TILE_[0-9]+(?:<\|IMG_PATCH\|>)+)*TILE_GLOBAL(?:<\|IMG_PATCH\|>)+<\|END_OF_IMG\|>",
+    "granite_docling": r"(?:(?:<fake_token_around_image><row_[0-9]+_col_[0-9]+>(?:<image>)+)+\n)+"
+                       r"(?:\n<fake_token_around_image><global-img>(?:<image>)+<fake_token_around_image>)?",
 }
 
 TEXT_EXPANDED["gemma4_unified"] = TEXT_EXPANDED["gemma4"]

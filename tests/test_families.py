@@ -49,6 +49,7 @@ MORE_THAN_PLACEHOLDERS = {
     "aya_vision": {"image": True},
     "fast_vlm": {"image": False},
     "lighton_ocr": {"image": False},
+    "granite_docling": {"image": True},
 }
 
 

@@ -8,10 +8,13 @@ code. What their processors write besides placeholders (transformers 5.23):
   `TILE_GLOBAL` and the thumbnail's, then `<|END_OF_IMG|>`; Cohere 2 sliding and full attention.
 - FastVLM: `<image>` placeholders only (LLaVA's processor), read by a FastViT-MCi3 tower through timm.
 - LightOnOCR: `<|image_pad|>` placeholders only (a Pixtral tower, 2x2 merged, on Qwen3).
+- Granite Docling: Idefics3's layout (`<fake_token_around_image><row_i_col_j>` + `<image>` tokens per tile, a newline
+  per tile row, then the global view between `<fake_token_around_image><global-img>` and `<fake_token_around_image>`);
+  DeepStack vision features added to the image tokens' hidden states in the first language-model layers.
 
 Example:
     >>> import pnd
-    >>> {"cohere2_vision", "aya_vision", "fast_vlm", "lighton_ocr"} <= set(pnd.supported_model_types())
+    >>> {"cohere2_vision", "aya_vision", "fast_vlm", "lighton_ocr", "granite_docling"} <= set(pnd.supported_model_types())
     True
 """
 
@@ -25,3 +28,5 @@ FAST_VLM = register(Architecture(name="FastVLM", model_types=("fast_vlm",),
                                  pixel_keys=("pixel_values",), reported=True))
 LIGHTON_OCR = register(Architecture(name="LightOnOCR", model_types=("lighton_ocr",),
                                     pixel_keys=("pixel_values",), reported=True))
+GRANITE_DOCLING = register(Architecture(name="Granite Docling", model_types=("granite_docling",),
+                                        pixel_keys=("pixel_values",), reported=True))
