@@ -50,6 +50,7 @@ MORE_THAN_PLACEHOLDERS = {
     "fast_vlm": {"image": False},
     "lighton_ocr": {"image": False},
     "granite_docling": {"image": True},
+    "aria": {"image": False},
 }
 
 

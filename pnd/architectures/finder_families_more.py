@@ -11,10 +11,12 @@ code. What their processors write besides placeholders (transformers 5.23):
 - Granite Docling: Idefics3's layout (`<fake_token_around_image><row_i_col_j>` + `<image>` tokens per tile, a newline
   per tile row, then the global view between `<fake_token_around_image><global-img>` and `<fake_token_around_image>`);
   DeepStack vision features added to the image tokens' hidden states in the first language-model layers.
+- Aria: `<|img|>` placeholders only (a projector of learned queries over an Idefics3 tower; a mixture-of-experts
+  language model).
 
 Example:
     >>> import pnd
-    >>> {"cohere2_vision", "aya_vision", "fast_vlm", "lighton_ocr", "granite_docling"} <= set(pnd.supported_model_types())
+    >>> {"cohere2_vision", "aya_vision", "fast_vlm", "lighton_ocr", "granite_docling", "aria"} <= set(pnd.supported_model_types())
     True
 """
 
@@ -30,3 +32,4 @@ LIGHTON_OCR = register(Architecture(name="LightOnOCR", model_types=("lighton_ocr
                                     pixel_keys=("pixel_values",), reported=True))
 GRANITE_DOCLING = register(Architecture(name="Granite Docling", model_types=("granite_docling",),
                                         pixel_keys=("pixel_values",), reported=True))
+ARIA = register(Architecture(name="Aria", model_types=("aria",), pixel_keys=("pixel_values",), reported=True))
