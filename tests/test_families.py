@@ -51,6 +51,7 @@ MORE_THAN_PLACEHOLDERS = {
     "lighton_ocr": {"image": False},
     "granite_docling": {"image": True},
     "aria": {"image": False},
+    "ovis2": {"image": True},
 }
 
 

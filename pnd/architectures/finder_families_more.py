@@ -13,10 +13,13 @@ code. What their processors write besides placeholders (transformers 5.23):
   DeepStack vision features added to the image tokens' hidden states in the first language-model layers.
 - Aria: `<|img|>` placeholders only (a projector of learned queries over an Idefics3 tower; a mixture-of-experts
   language model).
+- Ovis2: `<IMG_START>`, the global view's `<IMG_ATOM>` tokens, `<IMG_GRID>`, the tiles' atoms separated by `<IMG_COL>`
+  within a row and `<IMG_ROW>` between rows, then `<IMG_END>`; the structure tokens are embedded from the visual
+  embedding table (visual indicators), not the text vocabulary.
 
 Example:
     >>> import pnd
-    >>> {"cohere2_vision", "aya_vision", "fast_vlm", "lighton_ocr", "granite_docling", "aria"} <= set(pnd.supported_model_types())
+    >>> {"cohere2_vision", "aya_vision", "fast_vlm", "lighton_ocr", "granite_docling", "aria", "ovis2"} <= set(pnd.supported_model_types())
     True
 """
 
@@ -33,3 +36,4 @@ LIGHTON_OCR = register(Architecture(name="LightOnOCR", model_types=("lighton_ocr
 GRANITE_DOCLING = register(Architecture(name="Granite Docling", model_types=("granite_docling",),
                                         pixel_keys=("pixel_values",), reported=True))
 ARIA = register(Architecture(name="Aria", model_types=("aria",), pixel_keys=("pixel_values",), reported=True))
+OVIS2 = register(Architecture(name="Ovis2", model_types=("ovis2",), pixel_keys=("pixel_values",), reported=True))
