@@ -52,6 +52,7 @@ MORE_THAN_PLACEHOLDERS = {
     "granite_docling": {"image": True},
     "aria": {"image": False},
     "ovis2": {"image": True},
+    "paddleocr_vl": {"image": False},
 }
 
 

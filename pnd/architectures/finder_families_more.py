@@ -16,13 +16,16 @@ code. What their processors write besides placeholders (transformers 5.23):
 - Ovis2: `<IMG_START>`, the global view's `<IMG_ATOM>` tokens, `<IMG_GRID>`, the tiles' atoms separated by `<IMG_COL>`
   within a row and `<IMG_ROW>` between rows, then `<IMG_END>`; the structure tokens are embedded from the visual
   embedding table (visual indicators), not the text vocabulary.
+- PaddleOCR-VL: `<|IMAGE_PLACEHOLDER|>` tokens only, inside the template's `<|IMAGE_START|>…<|IMAGE_END|>` pair;
+  Qwen2-VL's M-RoPE positions from `mm_token_type_ids`.
 
 Example:
     >>> import pnd
-    >>> {"cohere2_vision", "aya_vision", "fast_vlm", "lighton_ocr", "granite_docling", "aria", "ovis2"} <= set(pnd.supported_model_types())
+    >>> {"cohere2_vision", "aya_vision", "granite_docling", "ovis2", "paddleocr_vl"} <= set(pnd.supported_model_types())
     True
 """
 
+from .qwen2_vl import MRoPEArchitecture
 from .registry import Architecture, register
 
 COHERE2_VISION = register(Architecture(name="Command A Vision", model_types=("cohere2_vision",),
@@ -37,3 +40,6 @@ GRANITE_DOCLING = register(Architecture(name="Granite Docling", model_types=("gr
                                         pixel_keys=("pixel_values",), reported=True))
 ARIA = register(Architecture(name="Aria", model_types=("aria",), pixel_keys=("pixel_values",), reported=True))
 OVIS2 = register(Architecture(name="Ovis2", model_types=("ovis2",), pixel_keys=("pixel_values",), reported=True))
+PADDLEOCR_VL = register(MRoPEArchitecture(name="PaddleOCR-VL", model_types=("paddleocr_vl",),
+                                          pixel_keys=("pixel_values",), token_inputs=("mm_token_type_ids",),
+                                          reported=True))
