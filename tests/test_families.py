@@ -53,6 +53,7 @@ MORE_THAN_PLACEHOLDERS = {
     "aria": {"image": False},
     "ovis2": {"image": True},
     "paddleocr_vl": {"image": False},
+    "deepseek_vl": {"image": False},
 }
 
 

@@ -18,6 +18,7 @@ code. What their processors write besides placeholders (transformers 5.23):
   embedding table (visual indicators), not the text vocabulary.
 - PaddleOCR-VL: `<|IMAGE_PLACEHOLDER|>` tokens only, inside the template's `<|IMAGE_START|>…<|IMAGE_END|>` pair;
   Qwen2-VL's M-RoPE positions from `mm_token_type_ids`.
+- DeepSeek-VL: `<image_placeholder>` tokens only (a SigLIP tower and a two-layer aligner on Llama).
 
 Example:
     >>> import pnd
@@ -43,3 +44,5 @@ OVIS2 = register(Architecture(name="Ovis2", model_types=("ovis2",), pixel_keys=(
 PADDLEOCR_VL = register(MRoPEArchitecture(name="PaddleOCR-VL", model_types=("paddleocr_vl",),
                                           pixel_keys=("pixel_values",), token_inputs=("mm_token_type_ids",),
                                           reported=True))
+DEEPSEEK_VL = register(Architecture(name="DeepSeek-VL", model_types=("deepseek_vl",),
+                                    pixel_keys=("pixel_values",), reported=True))
