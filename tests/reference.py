@@ -24,7 +24,8 @@ PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "ima
               "image_token_pooling", "image_grids", "image_num_crops", "video_token_pooling", "video_grids",
               "image_grid_hw", "image_merge_sizes", "video_merge_sizes", "video_compression_mask", "target_sizes",
               "target_sizes_videos", "pixel_attention_mask", "spatial_shapes", "pixel_values_local", "num_local_patches",
-              "num_frames_per_video", "image_position_ids", "video_position_ids", "pixel_mask")
+              "num_frames_per_video", "image_position_ids", "video_position_ids", "pixel_mask",
+              "high_res_pixel_values")
 # per-token inputs (0 = text): visual blocks that attend bidirectionally (Gemma 3 and 4, Molmo2), MoE routing of visual
 # tokens to vision experts (ERNIE 4.5 VL); the prior's kept tokens and the generated tokens are text
 TOKEN_TYPES = ("token_type_ids", "mm_token_type_ids", "moe_mm_token_type_ids")

@@ -54,6 +54,7 @@ MORE_THAN_PLACEHOLDERS = {
     "ovis2": {"image": True},
     "paddleocr_vl": {"image": False},
     "deepseek_vl": {"image": False},
+    "deepseek_vl_hybrid": {"image": False},
 }
 
 

@@ -19,6 +19,8 @@ code. What their processors write besides placeholders (transformers 5.23):
 - PaddleOCR-VL: `<|IMAGE_PLACEHOLDER|>` tokens only, inside the template's `<|IMAGE_START|>…<|IMAGE_END|>` pair;
   Qwen2-VL's M-RoPE positions from `mm_token_type_ids`.
 - DeepSeek-VL: `<image_placeholder>` tokens only (a SigLIP tower and a two-layer aligner on Llama).
+- DeepSeek-VL hybrid: `<image_placeholder>` tokens only; two pixel inputs (SigLIP's `pixel_values`, SAM's
+  `high_res_pixel_values`).
 
 Example:
     >>> import pnd
@@ -46,3 +48,5 @@ PADDLEOCR_VL = register(MRoPEArchitecture(name="PaddleOCR-VL", model_types=("pad
                                           reported=True))
 DEEPSEEK_VL = register(Architecture(name="DeepSeek-VL", model_types=("deepseek_vl",),
                                     pixel_keys=("pixel_values",), reported=True))
+DEEPSEEK_VL_HYBRID = register(Architecture(name="DeepSeek-VL hybrid", model_types=("deepseek_vl_hybrid",),
+                                           pixel_keys=("pixel_values", "high_res_pixel_values"), reported=True))
