@@ -13,9 +13,9 @@ from reference import PIXEL_KEYS, conditioned_positions, forced_scores, full_log
 
 STEPS = 6
 FINDER = (*FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)  # the families added through the generic finder
-# video + beam search crashes in transformers itself: GLM-4V, GLM-4.6V and GLM-5-next; Nemotron-H Omni, whose video
+# video + beam search crashes in transformers itself: GLM-4V, GLM-4.6V, GLM-5-next and GLM-OCR; Nemotron-H Omni, whose video
 # tokens are image tokens, which generate's expansion of the encoder outputs per beam counts as video tokens
-VIDEO_BEAM_CRASHES = ("glm4v", "glm46v", "glm5_next", "nemotron_h_omni")
+VIDEO_BEAM_CRASHES = ("glm4v", "glm46v", "glm5_next", "nemotron_h_omni", "glm_ocr")
 
 
 def generate(model, inputs, alpha, **kwargs):

@@ -21,6 +21,10 @@ code. What their processors write besides placeholders (transformers 5.23):
 - DeepSeek-VL: `<image_placeholder>` tokens only (a SigLIP tower and a two-layer aligner on Llama).
 - DeepSeek-VL hybrid: `<image_placeholder>` tokens only; two pixel inputs (SigLIP's `pixel_values`, SAM's
   `high_res_pixel_values`).
+- GLM-OCR: GLM-4.6V's processor (the one its checkpoint names): a video is, per frame group,
+  `<|begin_of_image|>` + `<|image|>` tokens + `<|end_of_image|>` + `t seconds`; an image `<|image|>` tokens only;
+  M-RoPE positions from `mm_token_type_ids`. Video with beam search crashes inside transformers' `generate` itself
+  (GLM-OCR's `get_video_features` gets an empty list), as GLM-4.6V's: its tests run beam search on images.
 
 Example:
     >>> import pnd
@@ -50,3 +54,6 @@ DEEPSEEK_VL = register(Architecture(name="DeepSeek-VL", model_types=("deepseek_v
                                     pixel_keys=("pixel_values",), reported=True))
 DEEPSEEK_VL_HYBRID = register(Architecture(name="DeepSeek-VL hybrid", model_types=("deepseek_vl_hybrid",),
                                            pixel_keys=("pixel_values", "high_res_pixel_values"), reported=True))
+GLM_OCR = register(MRoPEArchitecture(name="GLM-OCR", model_types=("glm_ocr",),
+                                     pixel_keys=("pixel_values", "pixel_values_videos"),
+                                     token_inputs=("mm_token_type_ids",), reported=True))

@@ -35,7 +35,7 @@ REFUSED: dict[str, str] = {
     "llama4": _layers("chunked attention: fixed chunks of the sequence, which a compacted prior prefill would shift"),
     **dict.fromkeys((
         "blip-2", "chameleon", "deepseek_ocr2",
-        "emu3", "exaone4_5", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2",
+        "emu3", "exaone4_5", "fuyu", "gemma3n", "glmga", "got_ocr2",
         "hyperclovax_vision_v2", "idefics2", "instructblip", "instructblipvideo", "janus",
         "kosmos-2", "kosmos-2.5", "muse_spark", "paligemma", "pp_chart2table",
         "qianfan_ocr", "qwen2_5_omni_thinker", "shieldgemma2", "vipllava",
