@@ -109,6 +109,7 @@ TEXT_EXPANDED = {
     "granite_docling": r"(?:(?:<fake_token_around_image><row_[0-9]+_col_[0-9]+>(?:<image>)+)+\n)+"
                        r"(?:\n<fake_token_around_image><global-img>(?:<image>)+<fake_token_around_image>)?",
     "ovis2": r"<IMG_START>(?:<IMG_ATOM>)+<IMG_GRID>(?:(?:<IMG_ATOM>)+(?:<IMG_COL>|<IMG_ROW>)?)*<IMG_END>",
+    "qianfan_ocr": r"<img>(?:<IMG_CONTEXT>)+</img>",
 }
 
 TEXT_EXPANDED["gemma4_unified"] = TEXT_EXPANDED["gemma4"]

@@ -56,6 +56,7 @@ MORE_THAN_PLACEHOLDERS = {
     "deepseek_vl": {"image": False},
     "deepseek_vl_hybrid": {"image": False},
     "glm_ocr": {"video": True, "image": False},
+    "qianfan_ocr": {"image": True},
 }
 
 

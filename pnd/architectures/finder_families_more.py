@@ -25,6 +25,8 @@ code. What their processors write besides placeholders (transformers 5.23):
   `<|begin_of_image|>` + `<|image|>` tokens + `<|end_of_image|>` + `t seconds`; an image `<|image|>` tokens only;
   M-RoPE positions from `mm_token_type_ids`. Video with beam search crashes inside transformers' `generate` itself
   (GLM-OCR's `get_video_features` gets an empty list), as GLM-4.6V's: its tests run beam search on images.
+- Qianfan-OCR: InternVL's image format, the template's `<image>` replaced by `<img>`, the tiles' `<IMG_CONTEXT>` tokens and
+  `</img>` (Qwen3 language model).
 
 Example:
     >>> import pnd
@@ -57,3 +59,5 @@ DEEPSEEK_VL_HYBRID = register(Architecture(name="DeepSeek-VL hybrid", model_type
 GLM_OCR = register(MRoPEArchitecture(name="GLM-OCR", model_types=("glm_ocr",),
                                      pixel_keys=("pixel_values", "pixel_values_videos"),
                                      token_inputs=("mm_token_type_ids",), reported=True))
+QIANFAN_OCR = register(Architecture(name="Qianfan-OCR", model_types=("qianfan_ocr",),
+                                    pixel_keys=("pixel_values",), reported=True))
