@@ -13,11 +13,14 @@ import pnd
 from pnd.architectures import architecture_for
 from pnd.architectures.coverage import REFUSED, coverage, image_text_to_text_types
 from pnd.architectures.reported import recalled_expansion
-from pnd.testing import TINY_ARCHITECTURES, VIDEO_ARCHITECTURES, tiny_inputs
+from pnd.io.prompts import video_prompt
+from pnd.testing import TINY_ARCHITECTURES, VIDEO_ARCHITECTURES, random_video, tiny_inputs
 
 from reference import processor_expansion, visual_positions
 
-CASES = [(t, False) for t in VIDEO_ARCHITECTURES] + [(t, True) for t in TINY_ARCHITECTURES]
+# PP-Chart2Table's processor replaces nothing (its chat template writes the placeholders): the placeholder rule
+TEMPLATE_WRITTEN = ("pp_chart2table",)
+CASES = [(t, False) for t in VIDEO_ARCHITECTURES] + [(t, True) for t in TINY_ARCHITECTURES if t not in TEMPLATE_WRITTEN]
 
 
 @pytest.mark.parametrize("model_type, image", CASES)
@@ -31,6 +34,21 @@ def test_reported_expansion_equals_the_family_rule(tiny, model_type, image):
     assert torch.equal(found, architecture_for(model).expansion(model, ids, attention))
     assert torch.equal(found, visual_positions(model, ids))
     assert bool(found.any(-1).all()) and not bool((found & ~attention.bool()).any())
+
+
+@pytest.mark.parametrize("model_type", TEMPLATE_WRITTEN)
+def test_a_family_whose_template_writes_the_placeholders_uses_the_placeholder_rule(tiny, model_type):
+    """PP-Chart2Table: its processor reports no replacement, so the finder would find no expansion; the family's rule
+    (the config's image token) finds the placeholders the template wrote, as the reference does."""
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, ("Describe it.", "what colour is the shape? answer."), image=True)
+    ids, attention = inputs["input_ids"], inputs["attention_mask"]
+    replaced = processor_expansion(processor, [video_prompt(processor, "Describe it.", "image")],
+                                   images=[[random_video(0, frames=1, size=64)[0]]])[1]
+    assert not replaced.any() and not architecture_for(model).reported
+    found = architecture_for(model).expansion(model, ids, attention)
+    assert torch.equal(found, ids == model.config.image_token_id) and bool(found.any(-1).all())
+    assert torch.equal(found, visual_positions(model, ids))
 
 
 def test_a_family_through_the_finder_is_a_registration(tiny):

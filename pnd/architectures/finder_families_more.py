@@ -27,6 +27,10 @@ code. What their processors write besides placeholders (transformers 5.23):
   (GLM-OCR's `get_video_features` gets an empty list), as GLM-4.6V's: its tests run beam search on images.
 - Qianfan-OCR: InternVL's image format, the template's `<image>` replaced by `<img>`, the tiles' `<IMG_CONTEXT>` tokens and
   `</img>` (Qwen3 language model).
+- PP-Chart2Table (GOT-OCR 2.0's model): its processor replaces nothing, the chat template writes `<img>`, the
+  `<imgpad>` placeholders and `</img>`; the generic finder has nothing to read, so the family is registered with the
+  placeholder rule (`reported=False`: the tokens of the config's `image_token_id`), like LLaVA. As elsewhere the
+  template's own `<img>`/`</img>` stay visible to the prior.
 
 Example:
     >>> import pnd
@@ -61,3 +65,5 @@ GLM_OCR = register(MRoPEArchitecture(name="GLM-OCR", model_types=("glm_ocr",),
                                      token_inputs=("mm_token_type_ids",), reported=True))
 QIANFAN_OCR = register(Architecture(name="Qianfan-OCR", model_types=("qianfan_ocr",),
                                     pixel_keys=("pixel_values",), reported=True))
+PP_CHART2TABLE = register(Architecture(name="PP-Chart2Table", model_types=("pp_chart2table",),
+                                       pixel_keys=("pixel_values",)))  # the placeholder rule: the processor reports nothing

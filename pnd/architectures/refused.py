@@ -37,7 +37,7 @@ REFUSED: dict[str, str] = {
         "blip-2", "chameleon", "deepseek_ocr2",
         "emu3", "exaone4_5", "fuyu", "gemma3n", "glmga", "got_ocr2",
         "hyperclovax_vision_v2", "idefics2", "instructblip", "instructblipvideo", "janus",
-        "kosmos-2", "kosmos-2.5", "muse_spark", "paligemma", "pp_chart2table",
+        "kosmos-2", "kosmos-2.5", "muse_spark", "paligemma",
         "qwen2_5_omni_thinker", "shieldgemma2", "vipllava",
     ), _UNTESTED),
 }
