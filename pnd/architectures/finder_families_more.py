@@ -1,5 +1,5 @@
-"""More families added through the generic expansion finder alone (`reported.py`, issue 36): registrations, no expansion
-code. What their processors write besides placeholders (transformers 5.23):
+"""More families added by registration alone (issue 36), all but PP-Chart2Table through the generic expansion finder
+(`reported.py`): no expansion code. What their processors write besides placeholders (transformers 5.23):
 
 - Command A Vision (`cohere2_vision`): `<|START_OF_IMG|>`, per tile (the grid's tiles, then the thumbnail) its
   `<|IMG_PATCH|>` tokens closed by `<|IMG_LINE_BREAK|>`, then `<|END_OF_IMG|>`; a Cohere 2 language model of sliding
@@ -25,12 +25,12 @@ code. What their processors write besides placeholders (transformers 5.23):
   `<|begin_of_image|>` + `<|image|>` tokens + `<|end_of_image|>` + `t seconds`; an image `<|image|>` tokens only;
   M-RoPE positions from `mm_token_type_ids`. Video with beam search crashes inside transformers' `generate` itself
   (GLM-OCR's `get_video_features` gets an empty list), as GLM-4.6V's: its tests run beam search on images.
-- Qianfan-OCR: InternVL's image format, the template's `<image>` replaced by `<img>`, the tiles' `<IMG_CONTEXT>` tokens and
-  `</img>` (Qwen3 language model).
-- PP-Chart2Table (GOT-OCR 2.0's model): its processor replaces nothing, the chat template writes `<img>`, the
-  `<imgpad>` placeholders and `</img>`; the generic finder has nothing to read, so the family is registered with the
-  placeholder rule (`reported=False`: the tokens of the config's `image_token_id`), like LLaVA. As elsewhere the
-  template's own `<img>`/`</img>` stay visible to the prior.
+- Qianfan-OCR: InternVL's image format, the template's `<image>` replaced by `<img>`, the tiles' `<IMG_CONTEXT>`
+  tokens and `</img>` (Qwen3 language model).
+- PP-Chart2Table (GOT-OCR 2.0's model): its processor replaces nothing (no replacement is reported), so the prompt
+  must already hold the image's `<imgpad>` placeholders, one per image feature (the tiny model's chat template writes
+  `<img>`, 4 `<imgpad>` and `</img>`). The generic finder has nothing to read: the family is registered with the
+  placeholder rule (`reported=False`: the tokens of the config's `image_token_id`), as LLaVA is.
 
 Example:
     >>> import pnd

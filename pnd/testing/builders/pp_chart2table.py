@@ -3,9 +3,9 @@ transformers maps `pp_chart2table` to) and PP-Chart2Table's processor, built off
 
 A SAM-style tower (windowed attention with relative positions, one global layer, a convolutional neck) reads a
 32-pixel image as 8x8 patches of 4 pixels; two stride-2 convolutions bring them to 2x2 tokens for the Qwen2 language
-model. PP-Chart2Table's processor replaces nothing (it tokenizes the text and preprocesses the image): the chat template
-writes the image's `<img>`, its `<imgpad>` placeholders (4 here, the real 256) and `</img>`, so the expansion is the
-placeholder tokens, found by their id.
+model. PP-Chart2Table's processor replaces nothing (it tokenizes the text and preprocesses the image), so the prompt
+must hold one `<imgpad>` per image feature: the tiny chat template writes `<img>`, 4 `<imgpad>` and `</img>` (the real
+model takes 256); the expansion is the placeholder tokens, found by their id.
 """
 
 from __future__ import annotations
