@@ -11,12 +11,29 @@ _CROSS_ATTENTION = "the image reaches the text through cross-attention or prepen
 _NOT_TEXT = "not a text generator for images or video"
 
 
+_PENDING = "language model has layer types pnd does not handle yet"
+
+
 def _layers(types: str) -> str:
-    return f"language model has layer types pnd does not handle yet ({types}): see the new-layer-types work"
+    return f"{_PENDING} ({types}): see the new-layer-types work"
 
 
 _UNTESTED = ("not yet tested with pnd: no tiny-model brute-force tests (the generic expansion finder may already "
              "cover it)")
+
+
+_NOT_YET = "not yet supported"  # a family pnd could serve, whose mechanism it lacks (the reason names it)
+
+
+def pending(reason: str) -> bool:
+    """Whether a refusal is work left to pnd (untested, a layer type or a mechanism not handled yet), not a structural
+    reason.
+
+    Example:
+        >>> pending(REFUSED["florence2"])
+        False
+    """
+    return reason.startswith((_UNTESTED, _PENDING, _NOT_YET))
 
 
 REFUSED: dict[str, str] = {
@@ -31,14 +48,18 @@ REFUSED: dict[str, str] = {
     "mistral_large4": _layers("indexed sparse attention"),
     "inkling2": _layers("hybrid, hybrid_sliding"),
     "inkling_mm_model": _layers("hybrid, hybrid_sliding"),
-    "unlimited_ocr": _layers("reference_sliding_attention"),
-    "got_ocr2": "not yet supported: GOT-OCR 2.0's processor refuses one list of images per prompt (nested lists need "
+    "unlimited_ocr": _layers("reference_sliding_attention: its cache layer keeps the prompt apart from a window of the "
+                             "generated tokens, which pnd's paired cache does not carry"),
+    "kosmos-2": f"{_NOT_YET}: its generate runs its text model's generate, which hands the forward no position "
+                "ids (Kosmos-2 derives them inside from the padding tokens and the cache length), while pnd's paired "
+                "prefill and decoding steps read them; its image features do fill tokens of the prompt "
+                "(`image_embeds_position_mask`)",
+    "got_ocr2": f"{_NOT_YET}: GOT-OCR 2.0's processor refuses one list of images per prompt (nested lists need "
                 "multi_page=True, which a saved processor does not keep), the batches pnd's lmms-eval model and "
                 "pnd.testing.tiny_inputs build; its expansion itself is placeholders only (`<imgpad>`)",
-    "llama4": _layers("chunked attention: fixed chunks of the sequence, which a compacted prior prefill would shift"),
     **dict.fromkeys((
-        "blip-2", "chameleon", "deepseek_ocr2", "emu3", "exaone4_5", "fuyu", "gemma3n", "glmga",
-        "hyperclovax_vision_v2", "idefics2", "instructblip", "instructblipvideo", "janus", "kosmos-2", "kosmos-2.5",
-        "muse_spark", "paligemma", "qwen2_5_omni_thinker", "shieldgemma2", "vipllava",
+        "chameleon", "deepseek_ocr2", "emu3", "exaone4_5", "fuyu", "gemma3n", "glmga", "hyperclovax_vision_v2",
+        "idefics2", "janus", "kosmos-2.5", "muse_spark", "paligemma", "qwen2_5_omni_thinker", "shieldgemma2",
+        "vipllava",
     ), _UNTESTED),
 }

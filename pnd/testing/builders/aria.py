@@ -14,11 +14,11 @@ import torch
 def build(seed: int):
     from transformers import AriaConfig, AriaForConditionalGeneration, AriaImageProcessor, AriaProcessor
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["<|img|>"], named={"image_token": "<|img|>"})
     patches = {7 * 7: 2, 14 * 14: 4}  # 490 and 980 pixels in 70-pixel patches: queries
-    text = {key: value for key, value in _tiny_llama(tokenizer).items() if key != "model_type"}
+    text = {key: value for key, value in tiny_llama_text(tokenizer).items() if key != "model_type"}
     config = AriaConfig(
         vision_config=dict(model_type="idefics3_vision", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                            num_attention_heads=2, image_size=980, patch_size=70),

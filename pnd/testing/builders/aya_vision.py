@@ -21,14 +21,14 @@ def build(seed: int):
         GotOcr2ImageProcessor,
     )
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["<image>", "<|START_OF_IMG|>", "<|END_OF_IMG|>", "<|IMG_PATCH|>", "<|IMG_LINE_BREAK|>"],
                                corpus=("TILE_1 TILE_2 TILE_3 TILE_4 TILE_GLOBAL",))
     config = AyaVisionConfig(
         vision_config=dict(model_type="siglip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                            num_attention_heads=2, image_size=32, patch_size=8, vision_use_head=False),
-        text_config={**_tiny_llama(tokenizer), "model_type": "cohere2", "sliding_window": 16, "logit_scale": 1.0,
+        text_config={**tiny_llama_text(tokenizer), "model_type": "cohere2", "sliding_window": 16, "logit_scale": 1.0,
                      "layer_types": ["sliding_attention", "full_attention"]},
         downsample_factor=2,
         image_token_index=tokenizer.convert_tokens_to_ids("<|IMG_PATCH|>"),

@@ -16,7 +16,7 @@ def build(seed: int):
     from transformers import Cohere2VisionConfig, Cohere2VisionForConditionalGeneration, Cohere2VisionProcessor
     from transformers.models.cohere2_vision.image_processing_cohere2_vision import Cohere2VisionImageProcessor
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     named = {"boi_token": "<|START_OF_IMG|>", "eoi_token": "<|END_OF_IMG|>", "image_token": "<|IMG_PATCH|>",
              "img_line_break_token": "<|IMG_LINE_BREAK|>"}
@@ -24,7 +24,7 @@ def build(seed: int):
     config = Cohere2VisionConfig(
         vision_config=dict(model_type="siglip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                            num_attention_heads=2, image_size=32, patch_size=8),
-        text_config={**_tiny_llama(tokenizer), "model_type": "cohere2", "layer_types": ["sliding_attention",
+        text_config={**tiny_llama_text(tokenizer), "model_type": "cohere2", "layer_types": ["sliding_attention",
                                                                                          "full_attention"],
                      "sliding_window": 16, "logit_scale": 1.0},
         downsample_factor=2,

@@ -19,13 +19,13 @@ def build(seed: int):
         DeepseekVLProcessor,
     )
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["<image_placeholder>"], named={"image_token": "<image_placeholder>"})
     config = DeepseekVLConfig(
         vision_config=dict(model_type="siglip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                            num_attention_heads=2, image_size=32, patch_size=8),
-        text_config=_tiny_llama(tokenizer),
+        text_config=tiny_llama_text(tokenizer),
         image_token_id=tokenizer.image_token_id,
         tie_word_embeddings=False,
     )

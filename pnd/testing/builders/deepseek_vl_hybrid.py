@@ -21,7 +21,7 @@ def build(seed: int):
         DeepseekVLHybridProcessor,
     )
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["<image_placeholder>"], named={"image_token": "<image_placeholder>"})
     config = DeepseekVLHybridConfig(
@@ -30,7 +30,7 @@ def build(seed: int):
         high_res_vision_config=dict(model_type="sam_vision_model", hidden_size=32, output_channels=16,
                                     num_hidden_layers=2, num_attention_heads=2, image_size=64, patch_size=8,
                                     window_size=4, global_attn_indexes=[1], mlp_dim=64),
-        text_config=_tiny_llama(tokenizer),
+        text_config=tiny_llama_text(tokenizer),
         image_token_id=tokenizer.image_token_id,
         tie_word_embeddings=False,
     )

@@ -14,7 +14,7 @@ import torch
 def build(seed: int):
     from transformers import CLIPImageProcessor, FastVlmConfig, FastVlmForConditionalGeneration, LlavaProcessor
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["<image>"])
     widths = (8, 16, 16, 32, 32)  # attention stages: multiples of its head width, 32
@@ -22,7 +22,7 @@ def build(seed: int):
         vision_config=dict(model_type="timm_wrapper", architecture="fastvit_mci3", do_pooling=False,
                            hidden_size=2 * widths[-1],  # FastViT's final convolution doubles the last stage's width
                            model_args={"inference_mode": True, "layers": (1, 1, 1, 1, 1), "embed_dims": widths}),
-        text_config={**_tiny_llama(tokenizer), "model_type": "qwen2"},
+        text_config={**tiny_llama_text(tokenizer), "model_type": "qwen2"},
         image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
         tie_word_embeddings=False,
     )

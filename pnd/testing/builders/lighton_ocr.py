@@ -18,14 +18,14 @@ def build(seed: int):
         PixtralImageProcessor,
     )
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     named = {"image_token": "<|image_pad|>", "image_break_token": "<|vision_pad|>", "image_end_token": "<|vision_end|>"}
     tokenizer = tiny_tokenizer(list(named.values()), named=named)
     config = LightOnOcrConfig(
         vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                            num_attention_heads=2, head_dim=16, image_size=64, patch_size=8),
-        text_config={**_tiny_llama(tokenizer), "model_type": "qwen3", "head_dim": 16},
+        text_config={**tiny_llama_text(tokenizer), "model_type": "qwen3", "head_dim": 16},
         spatial_merge_size=2,
         image_token_id=tokenizer.image_token_id,
         tie_word_embeddings=False,

@@ -16,14 +16,14 @@ import torch
 def build(seed: int):
     from transformers import Ovis2Config, Ovis2ForConditionalGeneration, Ovis2ImageProcessor, Ovis2Processor
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     indicators = ["<IMG_START>", "<IMG_GRID>", "<IMG_COL>", "<IMG_ROW>", "<IMG_END>"]
     tokenizer = tiny_tokenizer(["<image>", "<IMG_ATOM>", *indicators])
     config = Ovis2Config(
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                            image_size=32, patch_size=8, hidden_stride=2, vocab_size=64),
-        text_config={**_tiny_llama(tokenizer), "model_type": "qwen2"},
+        text_config={**tiny_llama_text(tokenizer), "model_type": "qwen2"},
         image_token_id=tokenizer.convert_tokens_to_ids("<IMG_ATOM>"),
         visual_indicator_token_ids=tokenizer.convert_tokens_to_ids(indicators),
         vocab_size=len(tokenizer),

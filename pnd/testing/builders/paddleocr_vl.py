@@ -20,12 +20,12 @@ def build(seed: int):
         PaddleOCRVLProcessor,
     )
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     named = {"image_token": "<|IMAGE_PLACEHOLDER|>"}
     tokenizer = tiny_tokenizer(["<|IMAGE_START|>", "<|IMAGE_END|>", "<|IMAGE_PLACEHOLDER|>", "<|video_pad|>"],
                                named=named)
-    text = {key: value for key, value in _tiny_llama(tokenizer).items() if key != "model_type"}
+    text = {key: value for key, value in tiny_llama_text(tokenizer).items() if key != "model_type"}
     start, end, image, video = tokenizer.convert_tokens_to_ids(["<|IMAGE_START|>", "<|IMAGE_END|>",
                                                                 "<|IMAGE_PLACEHOLDER|>", "<|video_pad|>"])
     config = PaddleOCRVLConfig(

@@ -21,14 +21,14 @@ def build(seed: int):
         PPChart2TableProcessor,
     )
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["<img>", "</img>", "<imgpad>"])
     config = PPChart2TableConfig(
         vision_config=dict(hidden_size=32, output_channels=16, num_hidden_layers=2, num_attention_heads=2,
                            image_size=32, patch_size=4, window_size=4, global_attn_indexes=[1], mlp_dim=64,
                            initializer_range=0.02),  # the config's 1e-10 leaves a random tower blind to the image
-        text_config={**_tiny_llama(tokenizer), "model_type": "qwen2"},
+        text_config={**tiny_llama_text(tokenizer), "model_type": "qwen2"},
         image_token_index=tokenizer.convert_tokens_to_ids("<imgpad>"),
         image_seq_length=4,
         tie_word_embeddings=False,

@@ -20,14 +20,14 @@ def build(seed: int):
         QianfanOCRProcessor,
     )
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     named = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>"}
     tokenizer = tiny_tokenizer(["<image>", *named.values()], named=named)
     config = QianfanOCRConfig(
         vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                            image_size=32, patch_size=8),
-        text_config={**_tiny_llama(tokenizer), "model_type": "qwen3", "head_dim": 16},
+        text_config={**tiny_llama_text(tokenizer), "model_type": "qwen3", "head_dim": 16},
         image_token_id=tokenizer.context_image_token_id,
         image_seq_length=4,  # (32 / 8)^2 patches, pixel-shuffled by downsample_ratio 0.5
         downsample_ratio=0.5,
