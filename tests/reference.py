@@ -26,7 +26,8 @@ PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "ima
               "image_grid_hw", "image_merge_sizes", "video_merge_sizes", "video_compression_mask", "target_sizes",
               "target_sizes_videos", "pixel_attention_mask", "spatial_shapes", "pixel_values_local", "num_local_patches",
               "num_frames_per_video", "image_position_ids", "video_position_ids",
-              "qformer_input_ids", "qformer_attention_mask")  # the Q-Former families: the instruction the queries read
+              "qformer_input_ids", "qformer_attention_mask",  # the Q-Former families: the instruction the queries read
+              "pixel_mask", "high_res_pixel_values")  # Aria's padding mask, DeepSeek-VL hybrid's SAM input
 # per-token inputs (0 = text): visual blocks that attend bidirectionally (Gemma 3 and 4, Molmo2), MoE routing of visual
 # tokens to vision experts (ERNIE 4.5 VL); the prior's kept tokens and the generated tokens are text
 TOKEN_TYPES = ("token_type_ids", "mm_token_type_ids", "moe_mm_token_type_ids")
@@ -41,7 +42,7 @@ GLM4V = (("image_start_token_id", "image_end_token_id"), ("video_start_token_id"
 # families whose template wraps the processor's whole expansion in (start, end) token pairs (config attribute names)
 DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "glm4v_moe": GLM4V, "qwen3_5": QWEN3_VL,
              "qwen3_5_moe": QWEN3_VL, "glm46v": GLM4V, "cosmos3_omni": QWEN3_VL, "cohere_compass": QWEN3_VL,
-             "qwen4_exp": QWEN3_VL}
+             "qwen4_exp": QWEN3_VL, "glm_ocr": GLM4V}
 # layer_types where masking is not removal: recurrent layers (Qwen3.5, LFM2, Nemotron-H's Mamba-2, GLM-5-next's KDA)
 # and indexed attention (an indexer picks keys before any mask applies: GLM-5-next, Qwen4; MiniMax-M3, whose indexer
 # pools keys by position here: `position_binned_indexers`)
@@ -114,6 +115,13 @@ TEXT_EXPANDED = {
     "llama4": r"<\|image_start\|>(?:(?:(?:<\|patch\|>)+(?:<\|tile_x_separator\|>)?)+<\|tile_y_separator\|>)*"
               r"<\|image\|>(?:<\|patch\|>)+<\|image_end\|>",
     "glm5_next": r"(?:<\|begin_of_image\|>(?:<\|image\|>)+<\|end_of_image\|>[0-9.]+ seconds)+|(?:<\|image\|>)+",
+    # issue 36 (pnd/architectures/finder_families_more.py)
+    "cohere2_vision": r"<\|START_OF_IMG\|>(?:(?:<\|IMG_PATCH\|>)+<\|IMG_LINE_BREAK\|>)+<\|END_OF_IMG\|>",
+    "aya_vision": r"<\|START_OF_IMG\|>(?:TILE_[0-9]+(?:<\|IMG_PATCH\|>)+)*TILE_GLOBAL(?:<\|IMG_PATCH\|>)+<\|END_OF_IMG\|>",
+    "granite_docling": r"(?:(?:<fake_token_around_image><row_[0-9]+_col_[0-9]+>(?:<image>)+)+\n)+"
+                       r"(?:\n<fake_token_around_image><global-img>(?:<image>)+<fake_token_around_image>)?",
+    "ovis2": r"<IMG_START>(?:<IMG_ATOM>)+<IMG_GRID>(?:(?:<IMG_ATOM>)+(?:<IMG_COL>|<IMG_ROW>)?)*<IMG_END>",
+    "qianfan_ocr": r"<img>(?:<IMG_CONTEXT>)+</img>",
 }
 
 TEXT_EXPANDED["gemma4_unified"] = TEXT_EXPANDED["gemma4"]

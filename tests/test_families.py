@@ -47,6 +47,19 @@ MORE_THAN_PLACEHOLDERS = {
     "internvl": {"video": True, "image": True}, "smolvlm": {"video": True, "image": True},
     "video_llama_3": {"video": True, "image": False}, "minicpmv4_6": {"video": True, "image": True},
     "minicpmv4_7": {"video": True, "image": True}, "lfm2_vl": {"image": True},
+    # issue 36's families through the generic finder
+    "cohere2_vision": {"image": True},
+    "aya_vision": {"image": True},
+    "fast_vlm": {"image": False},
+    "lighton_ocr": {"image": False},
+    "granite_docling": {"image": True},
+    "aria": {"image": False},
+    "ovis2": {"image": True},
+    "paddleocr_vl": {"image": False},
+    "deepseek_vl": {"image": False},
+    "deepseek_vl_hybrid": {"image": False},
+    "glm_ocr": {"video": True, "image": False},
+    "qianfan_ocr": {"image": True},
 }
 
 
@@ -270,7 +283,7 @@ def test_internvl_videos_of_different_frame_counts_are_an_error(tiny):
     # through the generic finder: Gemma 4 `mm:ss`, Cosmos 3 / Cohere Compass / LFM3-VL `<t seconds>`, GLM-4.6V
     # `t seconds`, Muse Glimmer `Time: t.ts`
     *((t, (2, 1)) for t in ("gemma4", "gemma4_unified", "cosmos3_edge", "cosmos3_omni", "cohere_compass", "glm46v",
-                            "lfm3_vl")),
+                            "lfm3_vl", "glm_ocr")),
     ("muse_glimmer", (2, 4)),
 ])
 def test_prior_hides_the_timestamps_the_processor_writes(tiny, model_type, fps):
