@@ -116,10 +116,12 @@ def test_refusal_names_the_reason():
         architecture_for(Model())
 
 
-def test_audio_in_video_is_refused(tiny):
-    """Qwen3-Omni's `use_audio_in_video` interleaves audio with the frames: the prior hides visual expansions only."""
-    model, processor = tiny("qwen3_omni_moe_thinker")
-    inputs = tiny_inputs(processor, "qwen3_omni_moe_thinker")
+@pytest.mark.parametrize("model_type", ["qwen3_omni_moe_thinker", "qwen2_5_omni_thinker"])
+def test_audio_in_video_is_refused(tiny, model_type):
+    """The Omni thinkers' `use_audio_in_video` interleaves audio with the frames: the prior hides visual expansions
+    only."""
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type)
     with pytest.raises(ValueError, match=r"does not support audio inputs \(use_audio_in_video"):
         pnd.attach(model, processor).generate(**inputs, use_audio_in_video=True, max_new_tokens=2,
                                               logits_processor=[pnd.PriorNormalized(0.5)])

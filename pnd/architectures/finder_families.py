@@ -26,6 +26,9 @@ code. What their processors write besides placeholders (transformers 5.23):
   indexers choosing among the kept keys (`pnd/architectures/layers.py`, `pnd._compat.mask_indexer_keys`).
 - Qwen3-Omni thinker: `<|image_pad|>` / `<|video_pad|>` tokens inside the template's vision start/end pair; M-RoPE
   positions with a time stride from `video_second_per_grid`.
+- Qwen2.5-Omni thinker: `<|IMAGE|>` / `<|VIDEO|>` tokens inside the template's `<|vision_bos|>…<|vision_eos|>` pair;
+  M-RoPE as Qwen3-Omni's. Audio (`input_features`, `use_audio_in_video`) is refused at alpha > 0 as for Qwen3-Omni: the
+  prior hides the visual expansion only (audio interleaved with the frames would still reach it).
 
 Example:
     >>> import pnd
@@ -81,3 +84,5 @@ MINIMAX_M3_VL = register(MiniMaxM3Architecture(name="MiniMax-M3-VL", model_types
 GLM5_NEXT = register(Architecture(name="GLM-5-next", model_types=("glm5_next",),
                                   pixel_keys=("pixel_values", "pixel_values_videos"),
                                   token_inputs=("mm_token_type_ids",), reported=True))
+QWEN2_5_OMNI = register(MRoPEArchitecture(name="Qwen2.5-Omni (thinker)", model_types=("qwen2_5_omni_thinker",),
+                                          pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))

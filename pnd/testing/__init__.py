@@ -680,7 +680,8 @@ _BUILDERS = {
 # families added through the generic expansion finder: builders in pnd/testing/builders/<model type>.py
 FINDER_VIDEO_ARCHITECTURES = ("gemma4", "gemma4_unified", "glm46v", "cosmos3_edge", "cosmos3_omni", "cohere_compass",
                               "ernie4_5_vl_moe", "qwen3_omni_moe_thinker", "kimi_k25", "muse_glimmer", "lfm3_vl",
-                              "minicpm_ocr", "qwen4_exp", "nemotron_h_omni", "glm5_next")
+                              "minicpm_ocr", "qwen4_exp", "nemotron_h_omni", "glm5_next",
+                              "qwen2_5_omni_thinker")
 FINDER_IMAGE_ARCHITECTURES = ("mistral3", "idefics3", "step3p7", "hunyuan_vl", "granite4_vision")
 ONE_VIDEO_PER_CALL = ("nemotron_h_omni",)  # processors that take one video per call: `tiny_inputs` batches by hand
 TINY_ARCHITECTURES = (*_BUILDERS, *FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)
