@@ -71,6 +71,8 @@ class Reference:
     def __init__(self, root):
         self.model = AutoModelForImageTextToText.from_pretrained(root / "model").eval()
         self.processor = AutoProcessor.from_pretrained(root / "model")
+        # Chameleon's processor drops its saved chat template on loading (no chat_template argument); its tokenizer has it
+        self.processor.chat_template = self.processor.chat_template or self.processor.tokenizer.chat_template
         attachment_of(self.model, create=True).processor = self.processor  # the reference reads a TEXT_EXPANDED family's expansion with it
 
     def inputs(self, text, image=None, video=None):

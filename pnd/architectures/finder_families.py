@@ -29,6 +29,10 @@ code. What their processors write besides placeholders (transformers 5.23):
 - Qwen2.5-Omni thinker: `<|IMAGE|>` / `<|VIDEO|>` tokens inside the template's `<|vision_bos|>…<|vision_eos|>` pair;
   M-RoPE as Qwen3-Omni's. Audio (`input_features`, `use_audio_in_video`) is refused at alpha > 0 as for Qwen3-Omni: the
   prior hides the visual expansion only (audio interleaved with the frames would still reach it).
+- Chameleon: an image is discrete VQ tokens: `<racm3:break>` + `<image>` x 1024 + `<eoss>` (the VQ codes' embeddings
+  replace the `<image>` ones), all of it the expansion; the base model is the language model (no `language_model`).
+  Its forward sets its VQ tokens' logits to the dtype's minimum: the prior's prefill logits get the same
+  (`suppressed_tokens`).
 
 Example:
     >>> import pnd
@@ -39,6 +43,13 @@ Example:
 from .._compat import mask_indexer_keys, unmask_indexer_keys
 from .qwen2_vl import MRoPEArchitecture
 from .registry import Architecture, register
+
+
+class ChameleonArchitecture(Architecture):
+    """Chameleon: its forward sets the logits of its VQ image tokens to the dtype's minimum (it never writes them)."""
+
+    def suppressed_tokens(self, model) -> list[int]:
+        return model.model.vocabulary_mapping.image_tokens
 
 
 class MiniMaxM3Architecture(Architecture):
@@ -86,3 +97,5 @@ GLM5_NEXT = register(Architecture(name="GLM-5-next", model_types=("glm5_next",),
                                   token_inputs=("mm_token_type_ids",), reported=True))
 QWEN2_5_OMNI = register(MRoPEArchitecture(name="Qwen2.5-Omni (thinker)", model_types=("qwen2_5_omni_thinker",),
                                           pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
+CHAMELEON = register(ChameleonArchitecture(name="Chameleon", model_types=("chameleon",), pixel_keys=("pixel_values",),
+                                          reported=True))
