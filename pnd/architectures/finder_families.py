@@ -33,6 +33,11 @@ code. What their processors write besides placeholders (transformers 5.23):
   replace the `<image>` ones), all of it the expansion; the base model is the language model (no `language_model`).
   Its forward sets its VQ tokens' logits to the dtype's minimum: the prior's prefill logits get the same
   (`suppressed_tokens`).
+- Idefics2: its processor's own `__call__` writes `<fake_token_around_image>` + `<image>` tokens +
+  `<fake_token_around_image>` per image (5 blocks with image splitting) and a space after a closing fake token that a
+  word follows; pnd rewrites the prompt as it does to report the spans (`pnd/architectures/idefics2.py`). The token
+  that space merges into (` Describe` after `<image>Describe`) is part of the expansion (docs/design.md §1: it exists
+  only through the insertion). Its processor takes PIL images, paths or URLs only (transformers' `load_image`).
 
 Example:
     >>> import pnd
@@ -41,6 +46,7 @@ Example:
 """
 
 from .._compat import mask_indexer_keys, unmask_indexer_keys
+from . import idefics2  # noqa: F401  (Idefics2's processor reports its replacements through it)
 from .qwen2_vl import MRoPEArchitecture
 from .registry import Architecture, register
 
@@ -99,3 +105,5 @@ QWEN2_5_OMNI = register(MRoPEArchitecture(name="Qwen2.5-Omni (thinker)", model_t
                                           pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
 CHAMELEON = register(ChameleonArchitecture(name="Chameleon", model_types=("chameleon",), pixel_keys=("pixel_values",),
                                           reported=True))
+IDEFICS2 = register(Architecture(name="Idefics2", model_types=("idefics2",), pixel_keys=("pixel_values",),
+                                 reported=True))
