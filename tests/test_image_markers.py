@@ -12,7 +12,8 @@ from pnd.testing import random_video
 
 from reference import full_logits, placeholder_positions
 
-MARKERS = {"chameleon": ("<racm3:break>", "<eoss>"), "idefics2": ("<fake_token_around_image>",)}
+MARKERS = {"chameleon": ("<racm3:break>", "<eoss>"), "idefics2": ("<fake_token_around_image>",),
+           "emu3": ("<|image start|>", "<|image end|>")}
 
 
 @pytest.mark.parametrize("model_type", sorted(MARKERS))

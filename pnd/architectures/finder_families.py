@@ -38,6 +38,9 @@ code. What their processors write besides placeholders (transformers 5.23):
   word follows; pnd rewrites the prompt as it does to report the spans (`pnd/architectures/idefics2.py`). The token
   that space merges into (` Describe` after `<image>Describe`) is part of the expansion (docs/design.md §1: it exists
   only through the insertion). Its processor takes PIL images, paths or URLs only (transformers' `load_image`).
+- Emu3: discrete VQ tokens as Chameleon's: `<|image start|>H*W<|image token|>` + `<image>` x H * (W + 1) +
+  `<|extra_201|><|image end|>` per image, the code grid's size text included; language model at `text_model`. Its
+  processor takes PIL images or numpy arrays only.
 
 Example:
     >>> import pnd
@@ -107,3 +110,4 @@ CHAMELEON = register(ChameleonArchitecture(name="Chameleon", model_types=("chame
                                           reported=True))
 IDEFICS2 = register(Architecture(name="Idefics2", model_types=("idefics2",), pixel_keys=("pixel_values",),
                                  reported=True))
+EMU3 = register(Architecture(name="Emu3", model_types=("emu3",), pixel_keys=("pixel_values",), reported=True))

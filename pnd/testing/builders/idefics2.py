@@ -15,24 +15,12 @@ from __future__ import annotations
 import torch
 
 
-def _pil(images):
-    """`images` (nested lists) with each (3, H, W) uint8 tensor made a PIL image."""
-    import PIL.Image
-
-    if torch.is_tensor(images):
-        return PIL.Image.fromarray(images.permute(1, 2, 0).numpy())
-    return [_pil(i) for i in images] if isinstance(images, (list, tuple)) else images
-
-
 def build(seed: int, do_image_splitting: bool = False):
-    import transformers
-    from transformers import Idefics2Config, Idefics2ForConditionalGeneration, Idefics2ImageProcessor
-
-    class Idefics2Processor(transformers.Idefics2Processor):  # the same name: saved as the real class
-        def __call__(self, images=None, text=None, **kwargs):
-            return super().__call__(images=_pil(images), text=text, **kwargs)
+    from transformers import Idefics2Config, Idefics2ForConditionalGeneration, Idefics2ImageProcessor, Idefics2Processor
 
     from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+
+    from ._pil_images import taking_tensors
 
     tokenizer = tiny_tokenizer(["<fake_token_around_image>", "<image>", "<end_of_utterance>"],
                                corpus=(" Describe the image. Describe the video.",) * 4)
@@ -47,7 +35,7 @@ def build(seed: int, do_image_splitting: bool = False):
     )
     torch.manual_seed(seed)
     model = Idefics2ForConditionalGeneration(config).eval()
-    processor = Idefics2Processor(
+    processor = taking_tensors(Idefics2Processor)(
         image_processor=Idefics2ImageProcessor(size={"shortest_edge": 32, "longest_edge": 32},
                                                do_image_splitting=do_image_splitting),
         tokenizer=tokenizer,
