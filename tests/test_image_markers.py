@@ -13,7 +13,7 @@ from pnd.testing import random_video
 from reference import full_logits, placeholder_positions
 
 MARKERS = {"chameleon": ("<racm3:break>", "<eoss>"), "idefics2": ("<fake_token_around_image>",),
-           "emu3": ("<|image start|>", "<|image end|>")}
+           "emu3": ("<|image start|>", "<|image end|>"), "janus": ("<begin_of_image>", "<end_of_image>")}
 
 
 @pytest.mark.parametrize("model_type", sorted(MARKERS))
@@ -73,3 +73,19 @@ def test_idefics2_rewrites_the_prompt_as_its_processor_does(splitting):
         fake = processor.tokenizer.convert_tokens_to_ids(processor.fake_image_token)
         assert held.count(processor.fake_image_token) == ids.count(fake) > 2
         assert held.count(processor.image_token) == ids.count(processor.image_token_id) == 2 * 4 * (5 if splitting else 1)
+
+
+def test_janus_generate_keeps_the_logits_processor_and_detach_restores_it(tiny):
+    """Janus's own `generate` drops `logits_processor` in text mode: attached, the prior changes the tokens (as the
+    brute-force tests check); detached, the model's `generate` is its class's again."""
+    from pnd.testing import tiny_inputs
+
+    model, processor = tiny("janus")
+    inputs = tiny_inputs(processor, "janus")
+    plain = model.generate(**inputs, max_new_tokens=6, do_sample=False)
+    pnd.attach(model, processor)
+    normalized = model.generate(**tiny_inputs(processor, "janus"), max_new_tokens=6, do_sample=False,
+                                logits_processor=[pnd.PriorNormalized(1.0)])
+    assert not torch.equal(plain, normalized)
+    pnd.detach(model)
+    assert "generate" not in vars(model)

@@ -41,12 +41,20 @@ code. What their processors write besides placeholders (transformers 5.23):
 - Emu3: discrete VQ tokens as Chameleon's: `<|image start|>H*W<|image token|>` + `<image>` x H * (W + 1) +
   `<|extra_201|><|image end|>` per image, the code grid's size text included; language model at `text_model`. Its
   processor takes PIL images or numpy arrays only.
+- Janus: `<begin_of_image>` + `<image_placeholder>` tokens + `<end_of_image>` per image (continuous SigLIP features for
+  understanding; its VQ-VAE only generates images), markers included. Its `generate` drops `logits_processor` in
+  text mode (transformers 5.23), which would silently decode without the prior: `JanusArchitecture.prepare` gives the
+  model a `generate` that keeps it.
 
 Example:
     >>> import pnd
     >>> {"gemma4", "mistral3", "step3p7", "hunyuan_vl", "qwen3_omni_moe_thinker"} <= set(pnd.supported_model_types())
     True
 """
+
+import functools
+
+from transformers import GenerationMixin
 
 from .._compat import mask_indexer_keys, unmask_indexer_keys
 from . import idefics2  # noqa: F401  (Idefics2's processor reports its replacements through it)
@@ -59,6 +67,22 @@ class ChameleonArchitecture(Architecture):
 
     def suppressed_tokens(self, model) -> list[int]:
         return model.model.vocabulary_mapping.image_tokens
+
+
+def _janus_generate(model, *args, generation_mode: str = "text", **kwargs):
+    """Janus's `generate` with `logits_processor` kept in text mode (its own drops it: transformers 5.23)."""
+    if generation_mode != "text":
+        return type(model).generate(model, *args, generation_mode=generation_mode, **kwargs)
+    return GenerationMixin.generate(model, *args, guidance_scale=None, **kwargs)
+
+
+class JanusArchitecture(Architecture):
+    """Janus: its `generate` drops the `logits_processor` argument in text mode, so pnd gives the model one that
+    keeps it (as Janus's does otherwise: `GenerationMixin.generate` without classifier-free guidance)."""
+
+    def prepare(self, model) -> None:
+        if "generate" not in vars(model):
+            model.generate = functools.partial(_janus_generate, model)
 
 
 class MiniMaxM3Architecture(Architecture):
@@ -111,3 +135,4 @@ CHAMELEON = register(ChameleonArchitecture(name="Chameleon", model_types=("chame
 IDEFICS2 = register(Architecture(name="Idefics2", model_types=("idefics2",), pixel_keys=("pixel_values",),
                                  reported=True))
 EMU3 = register(Architecture(name="Emu3", model_types=("emu3",), pixel_keys=("pixel_values",), reported=True))
+JANUS = register(JanusArchitecture(name="Janus", model_types=("janus",), pixel_keys=("pixel_values",), reported=True))

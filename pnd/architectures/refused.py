@@ -36,7 +36,7 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys((
         "aria", "aya_vision", "blip-2", "cohere2_vision", "deepseek_ocr2", "deepseek_vl",
         "deepseek_vl_hybrid", "exaone4_5", "fast_vlm", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2",
-        "granite_docling", "hyperclovax_vision_v2", "instructblip", "instructblipvideo", "janus",
+        "granite_docling", "hyperclovax_vision_v2", "instructblip", "instructblipvideo",
         "kosmos-2", "kosmos-2.5", "lighton_ocr", "muse_spark", "ovis2", "paddleocr_vl", "paligemma", "pp_chart2table",
         "qianfan_ocr", "shieldgemma2", "vipllava",
     ), _UNTESTED),

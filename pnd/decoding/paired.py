@@ -89,8 +89,8 @@ def attach(model, processor=None, *, prefill: str = "auto"):
     before = set(vars(model))
     attachment.replaced = {name: vars(model)[name] for name in ("forward", "generate") if name in vars(model)}
     attachment.architecture, attachment.prefill = architecture, prefill
+    architecture.prepare(model)  # first: a repair may replace `generate` (Janus)
     attachment.forward, attachment.generate = model.forward, model.generate
-    architecture.prepare(model)
 
     @functools.wraps(attachment.forward)
     def forward(*args, **kwargs):
