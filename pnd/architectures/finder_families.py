@@ -45,6 +45,7 @@ code. What their processors write besides placeholders (transformers 5.23):
   understanding; its VQ-VAE only generates images), markers included. Its `generate` drops `logits_processor` in
   text mode (transformers 5.23), which would silently decode without the prior: `JanusArchitecture.prepare` gives the
   model a `generate` that keeps it.
+- ViP-LLaVA: LLaVA's processor, `<image>` tokens only.
 
 Example:
     >>> import pnd
@@ -136,3 +137,5 @@ IDEFICS2 = register(Architecture(name="Idefics2", model_types=("idefics2",), pix
                                  reported=True))
 EMU3 = register(Architecture(name="Emu3", model_types=("emu3",), pixel_keys=("pixel_values",), reported=True))
 JANUS = register(JanusArchitecture(name="Janus", model_types=("janus",), pixel_keys=("pixel_values",), reported=True))
+VIPLLAVA = register(Architecture(name="ViP-LLaVA", model_types=("vipllava",), pixel_keys=("pixel_values",),
+                                 reported=True))

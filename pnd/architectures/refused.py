@@ -38,6 +38,6 @@ REFUSED: dict[str, str] = {
         "deepseek_vl_hybrid", "exaone4_5", "fast_vlm", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2",
         "granite_docling", "hyperclovax_vision_v2", "instructblip", "instructblipvideo",
         "kosmos-2", "kosmos-2.5", "lighton_ocr", "muse_spark", "ovis2", "paddleocr_vl", "paligemma", "pp_chart2table",
-        "qianfan_ocr", "shieldgemma2", "vipllava",
+        "qianfan_ocr", "shieldgemma2",
     ), _UNTESTED),
 }
