@@ -102,6 +102,7 @@ TEXT_EXPANDED = {
     "minimax_m3_vl": r"(?:(?:\]<\][0-9.]+ seconds\[>\[)?\]<\]start of image\[>\[(?:\]<\](?:image|video)\[>\[)+"
                      r"\]<\]end of image\[>\[)+",
     "chameleon": r"<racm3:break>(?:<image>)+<eoss>",
+    "aya_vision": r"<\|START_OF_IMG\|>(?:TILE_[0-9]+(?:<\|IMG_PATCH\|>)+)*TILE_GLOBAL(?:<\|IMG_PATCH\|>)+<\|END_OF_IMG\|>",
     "janus": r"<begin_of_image>(?:<image_placeholder>)+<end_of_image>",
     "emu3": r"<\|image start\|>[0-9]+\*[0-9]+<\|image token\|>(?:<image>)+<\|extra_201\|><\|image end\|>",
     # Idefics2: fake-token blocks (adjacent fakes merged), and the space its processor puts before a word that follows

@@ -46,6 +46,8 @@ code. What their processors write besides placeholders (transformers 5.23):
   text mode (transformers 5.23), which would silently decode without the prior: `JanusArchitecture.prepare` gives the
   model a `generate` that keeps it.
 - ViP-LLaVA: LLaVA's processor, `<image>` tokens only.
+- Aya Vision: `<|START_OF_IMG|>`, per tile `TILE_<i>` + `<|IMG_PATCH|>` tokens, `TILE_GLOBAL` + `<|IMG_PATCH|>` tokens,
+  `<|END_OF_IMG|>`; a Cohere2 language model (sliding-window and full attention).
 
 Example:
     >>> import pnd
@@ -139,3 +141,5 @@ EMU3 = register(Architecture(name="Emu3", model_types=("emu3",), pixel_keys=("pi
 JANUS = register(JanusArchitecture(name="Janus", model_types=("janus",), pixel_keys=("pixel_values",), reported=True))
 VIPLLAVA = register(Architecture(name="ViP-LLaVA", model_types=("vipllava",), pixel_keys=("pixel_values",),
                                  reported=True))
+AYA_VISION = register(Architecture(name="Aya Vision", model_types=("aya_vision",), pixel_keys=("pixel_values",),
+                                   reported=True))

@@ -34,7 +34,7 @@ REFUSED: dict[str, str] = {
     "unlimited_ocr": _layers("reference_sliding_attention"),
     "llama4": _layers("chunked attention: fixed chunks of the sequence, which a compacted prior prefill would shift"),
     **dict.fromkeys((
-        "aria", "aya_vision", "blip-2", "cohere2_vision", "deepseek_ocr2", "deepseek_vl",
+        "aria", "blip-2", "cohere2_vision", "deepseek_ocr2", "deepseek_vl",
         "deepseek_vl_hybrid", "exaone4_5", "fast_vlm", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2",
         "granite_docling", "hyperclovax_vision_v2", "instructblip", "instructblipvideo",
         "kosmos-2", "kosmos-2.5", "lighton_ocr", "muse_spark", "ovis2", "paddleocr_vl", "paligemma", "pp_chart2table",

@@ -683,7 +683,8 @@ FINDER_VIDEO_ARCHITECTURES = ("gemma4", "gemma4_unified", "glm46v", "cosmos3_edg
                               "minicpm_ocr", "qwen4_exp", "nemotron_h_omni", "glm5_next",
                               "qwen2_5_omni_thinker")
 FINDER_IMAGE_ARCHITECTURES = ("mistral3", "idefics3", "step3p7", "hunyuan_vl", "granite4_vision",
-                              "chameleon", "idefics2", "emu3", "janus", "vipllava")
+                              "chameleon", "idefics2", "emu3", "janus", "vipllava",
+                              "aya_vision")
 ONE_VIDEO_PER_CALL = ("nemotron_h_omni",)  # processors that take one video per call: `tiny_inputs` batches by hand
 TINY_ARCHITECTURES = (*_BUILDERS, *FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
