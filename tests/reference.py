@@ -24,7 +24,8 @@ PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "ima
               "image_token_pooling", "image_grids", "image_num_crops", "video_token_pooling", "video_grids",
               "image_grid_hw", "image_merge_sizes", "video_merge_sizes", "video_compression_mask", "target_sizes",
               "target_sizes_videos", "pixel_attention_mask", "spatial_shapes", "pixel_values_local", "num_local_patches",
-              "num_frames_per_video", "image_position_ids", "video_position_ids")
+              "num_frames_per_video", "image_position_ids", "video_position_ids",
+              "qformer_input_ids", "qformer_attention_mask")  # the Q-Former families: the instruction the queries read
 # per-token inputs (0 = text): visual blocks that attend bidirectionally (Gemma 3 and 4, Molmo2), MoE routing of visual
 # tokens to vision experts (ERNIE 4.5 VL); the prior's kept tokens and the generated tokens are text
 TOKEN_TYPES = ("token_type_ids", "mm_token_type_ids", "moe_mm_token_type_ids")
@@ -107,6 +108,10 @@ TEXT_EXPANDED = {
     "emu3": r"<\|image start\|>[0-9]+\*[0-9]+<\|image token\|>(?:<image>)+<\|extra_201\|><\|image end\|>",
     # Idefics2: fake-token blocks (adjacent fakes merged), and the space its processor puts before a word that follows
     "idefics2": r"(?:<fake_token_around_image>(?:<image>)+)+<fake_token_around_image>(?: (?=[^\s<]))?",
+    # Llama 4: per image, tiles of patches (x separators between tiles of a row, a y separator after each row), then the
+    # global view after <|image|>
+    "llama4": r"<\|image_start\|>(?:(?:(?:<\|patch\|>)+(?:<\|tile_x_separator\|>)?)+<\|tile_y_separator\|>)*"
+              r"<\|image\|>(?:<\|patch\|>)+<\|image_end\|>",
     "glm5_next": r"(?:<\|begin_of_image\|>(?:<\|image\|>)+<\|end_of_image\|>[0-9.]+ seconds)+|(?:<\|image\|>)+",
 }
 
@@ -245,8 +250,24 @@ def full_logits(model, inputs, sequence, prior: bool, removed: bool | None = Non
         if key in inputs:
             types = inputs[key] * (not prior)
             pixels[key] = torch.cat([types, types.new_zeros(types.shape[0], sequence.shape[1] - types.shape[1])], 1)
-    out = model(input_ids=sequence, attention_mask=mask, position_ids=positions, use_cache=False, **pixels)
+    out = model_forward(model, sequence, inputs["input_ids"].shape[1], attention_mask=mask, position_ids=positions,
+                        use_cache=False, **pixels)
     return out.logits[:, -1].float()
+
+
+def model_forward(model, sequence, prompt_length, **inputs):
+    """`model(input_ids=sequence, **inputs)`; for the Q-Former families (BLIP-2, InstructBLIP, InstructBLIP-Video),
+    whose forward passes position ids on to the Q-Former as well, what their `generate` does: the projected query
+    outputs scattered into the prompt's placeholder embeddings, then the language model on those embeddings."""
+    if not hasattr(model, "query_tokens"):
+        return model(input_ids=sequence, **inputs)
+    features = getattr(model, "get_video_features", None) or model.get_image_features
+    qformer = {k: inputs.pop(k) for k in ("qformer_input_ids", "qformer_attention_mask") if k in inputs}
+    queries = features(inputs.pop("pixel_values"), **qformer).pooler_output
+    slots = torch.zeros_like(sequence, dtype=torch.bool)
+    slots[:, :prompt_length] = placeholder_positions(model, sequence[:, :prompt_length])  # generated ones are tokens
+    embeds = model.get_input_embeddings()(sequence).masked_scatter(slots[..., None], queries)
+    return model.language_model(inputs_embeds=embeds, **inputs)
 
 
 def sequence_mask(inputs, sequence):

@@ -187,6 +187,26 @@ def test_pnd_explain_takes_an_image_and_refuses_bad_input(tmp_path):
         main(["explain", str(tmp_path / "missing.mp4")])
 
 
+def test_pnd_explain_method(tmp_path, explained):
+    """`pnd explain --method`: the method's decoding and its contrast per token; its settings checked first."""
+    import json
+
+    from pnd.cli import main
+
+    clip = explained[0].parent / "clip.mp4"
+    assert main(["explain", str(clip), "--method", "icd", "--method-args", "instruction=Be vague.",
+                 "--max-new-tokens", "4", "--top-k", "2", "--out", str(tmp_path / "o")]) == 0
+    data = json.loads((tmp_path / "o" / "explain.json").read_text())
+    assert data["method"] == "icd" and data["settings"]["instruction"] == "Be vague."
+    assert data["alpha"] == 1.0 and data["plausibility"] == 0.1  # ICD's paper defaults
+    assert set(data["normalized"][0]["top"]) == {"conditional", "prior", "normalized"}
+    for args, message in [(["--method", "m3id", "--alpha", "1"], "'m3id' has no setting 'alpha'"),
+                          (["--method", "vcd", "--method-args", "noise_step=2000"], "noise_step must be an integer")]:
+        with pytest.raises(SystemExit, match=message):
+            main(["explain", str(clip), "--out", str(tmp_path / "bad"), *args])
+    assert not (tmp_path / "bad").exists()
+
+
 @pytest.mark.parametrize("args, message", [
     (["--max-new-tokens", "0"], "--max-new-tokens must be at least 1, got 0"),
     (["--top-k", "-2"], "--top-k must be at least 1, got -2"),

@@ -18,7 +18,10 @@ from reference import full_logits, processor_expansion, visual_positions
 
 # Cosmos 3 Edge's processor class (transformers 5.23) defaults to neither the video metadata nor mm_token_type_ids that
 # it and its model need: a saved and reloaded one fails in plain transformers too, so it is tested in process only
-SAVED_FINDER_VIDEO_ARCHITECTURES = tuple(t for t in FINDER_VIDEO_ARCHITECTURES if t != "cosmos3_edge")
+# InstructBLIP-Video: its saved processor loads without the chat template (its __init__ drops it) and takes frames as
+# `images=`, so `pnd caption` cannot build its prompts
+SAVED_FINDER_VIDEO_ARCHITECTURES = tuple(t for t in FINDER_VIDEO_ARCHITECTURES if t not in ("cosmos3_edge",
+                                                                                          "instructblipvideo"))
 
 
 def _metadata(fps, first=0):

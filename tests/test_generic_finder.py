@@ -12,12 +12,17 @@ import torch
 import pnd
 from pnd.architectures import architecture_for
 from pnd.architectures.coverage import REFUSED, coverage, image_text_to_text_types
+from pnd.architectures.refused import pending
 from pnd.architectures.reported import recalled_expansion
 from pnd.testing import TINY_ARCHITECTURES, VIDEO_ARCHITECTURES, tiny_inputs
 
 from reference import processor_expansion, visual_positions
 
-CASES = [(t, False) for t in VIDEO_ARCHITECTURES] + [(t, True) for t in TINY_ARCHITECTURES]
+# the Q-Former families' processors prepend the placeholders outside `get_text_with_replacements`: nothing is reported,
+# their expansion is their token-id rule alone (tests/test_qformer.py checks it against what the processor prepends)
+UNREPORTED = ("instructblipvideo", "instructblip", "blip-2")
+CASES = [(t, False) for t in VIDEO_ARCHITECTURES if t not in UNREPORTED] + [
+    (t, True) for t in TINY_ARCHITECTURES if t not in UNREPORTED]
 
 
 @pytest.mark.parametrize("model_type, image", CASES)
@@ -92,6 +97,17 @@ def test_outputs_the_caller_asked_for_stay(tiny):
     assert torch.equal(recalled_expansion(processor, ids, None, "InternVL"), replaced)
 
 
+# the model types refused for reasons of pnd's (untested, a layer type not handled yet): the work left. A new type of a
+# transformers upgrade fails the test below until it is supported or refused for a structural reason.
+NOT_SUPPORTED_YET = (
+    "aria", "cohere2_vision", "deepseek_ocr2", "deepseek_vl", "deepseek_vl_hybrid",
+    "dots3_note", "exaone4_5", "fast_vlm", "fuyu", "gemma3n", "glm_ocr", "glmga", "got_ocr2", "granite_docling",
+    "hyperclovax_vision_v2", "inkling2", "inkling_mm_model",
+    "kosmos-2", "kosmos-2.5", "lighton_ocr", "mistral_large4", "muse_spark", "ovis2", "paddleocr_vl",
+    "paligemma", "pp_chart2table", "qianfan_ocr", "shieldgemma2", "unlimited_ocr",
+)
+
+
 def test_every_image_text_to_text_type_has_a_row(capsys):
     """A transformers upgrade that adds a family fails here until it is registered or refused with a reason."""
     from pnd.cli import main
@@ -101,6 +117,8 @@ def test_every_image_text_to_text_type_has_a_row(capsys):
     assert not unreviewed, f"model types with no pnd row: {unreviewed}"
     assert not set(REFUSED) & set(pnd.supported_model_types())
     assert set(REFUSED) <= set(image_text_to_text_types())  # no stale rows
+    ours = sorted(t for t, reason in REFUSED.items() if pending(reason))
+    assert ours == sorted(NOT_SUPPORTED_YET), "a model type refused for a reason of pnd's, not a structural one"
     assert main(["models", "--all"]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in printed] == sorted(rows)
@@ -127,23 +145,30 @@ def test_audio_in_video_is_refused(tiny, model_type):
                                               logits_processor=[pnd.PriorNormalized(0.5)])
 
 
-def test_readme_family_table_is_the_registry():
+@pytest.mark.parametrize("name, marker", [("README.md", "coverage"), ("docs/families.md", "families"),
+                                          ("docs/families.md", "refused")])
+def test_generated_docs_are_the_registry(name, marker):
     from pathlib import Path
 
-    from pnd.architectures.coverage import families_table
+    from pnd.architectures.coverage import GENERATED, section
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    table = readme.split("<!-- families:start -->\n")[1].split("\n<!-- families:end -->")[0]
-    assert table == families_table(), "regenerate README's table with pnd.architectures.coverage.families_table()"
+    text = (Path(__file__).parents[1] / name).read_text()
+    assert section(text, marker) == GENERATED[name, marker](), "regenerate: python -m pnd.architectures.coverage"
 
 
-@pytest.mark.parametrize("model_type, layer_type", [("llama4", "chunked attention")])
+@pytest.mark.parametrize("model_type, layer_type", [("inkling2", "hybrid, hybrid_sliding"),
+                                                     ("dots3_note", "indexed sparse attention"),
+                                                     ("unlimited_ocr", "reference_sliding_attention: its cache")])
 def test_families_with_unhandled_layer_types_are_refused_naming_them(model_type, layer_type):
-    from pnd.testing import tiny_model
+    from types import SimpleNamespace
 
-    model, processor = tiny_model(model_type)
+    from transformers import AutoConfig
+
+    from pnd.architectures import architecture_for
+
+    model = SimpleNamespace(config=AutoConfig.for_model(model_type))  # no weights: the refusal reads the model type
     with pytest.raises(ValueError, match=rf"layer types pnd does not handle yet \({layer_type}"):
-        pnd.attach(model, processor)
+        architecture_for(model)
 
 
 def test_one_prompt_without_tensors_is_remembered(tiny):

@@ -12,10 +12,12 @@ import dataclasses
 
 import pytest
 import torch
+from transformers import DynamicCache
 
 import pnd
-from pnd._compat import IndexedState, layer_states, map_states, set_layer_state
-from pnd.architectures.layers import LAYER_KINDS, layer_plan
+from pnd._compat import IndexedState, cache_from_layers, layer_states, map_states, set_layer_state
+from pnd.architectures.layers import LAYER_KINDS, LayerKind, layer_plan
+from pnd.decoding import prior
 from pnd.decoding.cache import PairedCache
 from pnd.io.prompts import video_prompt
 from pnd.testing import TINY_ARCHITECTURES, random_video, tiny_inputs, tiny_model
@@ -42,9 +44,29 @@ def test_an_unknown_layer_type_is_refused_with_its_name():
 
 
 def test_a_refused_layer_kind_says_why():
-    config = tiny_model("llama4")[0].config.get_text_config(decoder=True)
-    with pytest.raises(ValueError, match=r"'chunked_attention' \(layer 0 of llama4_text\): chunked attention splits"):
+    config = tiny_model("qwen3_5")[0].config.get_text_config(decoder=True)
+    config.layer_types = [config.layer_types[0], "hybrid", *config.layer_types[2:]]  # Inkling's recurrent + attention
+    with pytest.raises(ValueError, match=r"'hybrid' \(layer 1 of qwen3_5_text\): one layer holds both"):
         layer_plan(config)
+
+
+def test_reference_sliding_attention_is_refused_for_its_cache():
+    """Unlimited-OCR's R-SWA: the prompt's keys live apart from the window's in its cache layer, which pnd's row
+    operations would drop (what `layer_states` reads of it is the window's part only)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model("unlimited_ocr").get_text_config(decoder=True)
+    refusal = r"'reference_sliding_attention' \(layer 0 of unlimited_ocr_text\): its cache layer keeps the prompt's"
+    with pytest.raises(ValueError, match=refusal):
+        layer_plan(config)
+    import transformers.models.unlimited_ocr.modeling_unlimited_ocr  # noqa: F401  (registers its cache layer type)
+
+    cache = DynamicCache(config=config)
+    assert type(cache.layers[0]).__name__ == "UnlimitedOcrDynamicReferenceSlidingWindowLayer"
+    keys = torch.randn(1, 2, 5, 4)
+    cache.update(keys, keys, 0)
+    assert cache.layers[0].prefill_keys.shape[2] == 5  # the prompt's 5 slots, which are not in what pnd's rows carry
+    assert layer_states(cache)[0][0].numel() == 0
 
 
 def _normalized_greedy(model, processor, inputs):
@@ -67,6 +89,63 @@ def test_glm5_next_indexed_layers_fail_with_the_prior_in_the_prompts_slots(monke
     out = _normalized_greedy(model, processor, inputs)
     gap = max(float((got - want)[torch.isfinite(got)].abs().max()) for got, want in zip(out.scores, scores))
     assert not torch.equal(out.sequences[:, -STEPS:], tokens) or gap > 0.05
+
+
+# Llama 4: chunked-attention RoPE layers (chunks of 16 slots) around a NoPE full-attention layer. The prior keeps every
+# kept token in its conditioned slot, so in its conditioned chunk (docs/design.md §1); the reference masks the visual
+# slots of the whole sequence, whose chunks are then the conditioned sequence's.
+def _llama4_temperature(model, floor_scale: int):
+    """Make the NoPE layers' query temperature, log1p(floor((slot + 1) / floor_scale)) * attn_scale + 1, vary inside
+    the tiny prompts (transformers' floor_scale, 8192, leaves it 1 below 8191 slots)."""
+    for layer in model.language_model.model.layers:
+        layer.self_attn.floor_scale = floor_scale
+
+
+@pytest.mark.parametrize("floor_scale", [8192, 4])
+def test_llama4_chunks_fail_when_the_prior_is_compacted(monkeypatch, floor_scale):
+    """The prior run on the kept tokens side by side (a compacted prefill: the kept tokens after the image move into
+    other chunks of slots) leaves the reference, which keeps the chunks of the conditioned sequence; so does it with a
+    NoPE temperature that counts slots (floor_scale 4)."""
+    model, processor = tiny_model("llama4")
+    _llama4_temperature(model, floor_scale)
+    inputs = tiny_inputs(processor, "llama4", PROMPTS)
+    tokens, scores = greedy(model, inputs, 0.7, STEPS, banned=[model.generation_config.eos_token_id])
+    out = _normalized_greedy(model, processor, inputs)
+    assert torch.equal(out.sequences[:, -STEPS:], tokens)
+    compacted = LayerKind(prior="kept", state="kv", compact=True, packs=False, static=False)
+    monkeypatch.setitem(LAYER_KINDS, "chunked_attention", compacted)
+    # the compacted prefill's chunked layers keep every slot, as its layout needs (else it crashes before decoding)
+    monkeypatch.setattr(prior, "cache_from_layers", lambda config, layers=None, keep_all=False:
+                        cache_from_layers(config, layers, keep_all=True))
+    out = _normalized_greedy(model, processor, inputs)
+    gap = max(float((got - want)[torch.isfinite(got)].abs().max()) for got, want in zip(out.scores, scores))
+    assert not torch.equal(out.sequences[:, -STEPS:], tokens) or gap > 0.05
+
+
+def test_llama4_padded_rows_follow_transformers_own_padded_rows():
+    """With a NoPE temperature that counts slots (floor_scale 4), transformers' own Llama 4 gives a left-padded row
+    other logits than the prompt alone (the padding's slots count): there pnd's padded batch equals the reference on
+    the same padded batch, as plain generate does, and not each prompt alone (`test_exactness.py`'s padded-batch test
+    holds at the real floor_scale, 8192, which the tiny prompts stay far below)."""
+    model, processor = tiny_model("llama4")
+    _llama4_temperature(model, 4)
+    batch = tiny_inputs(processor, "llama4", PROMPTS)
+    row = int((batch["attention_mask"] == 0).any(-1).nonzero()[0, 0])
+    alone = tiny_inputs(processor, "llama4", PROMPTS[row : row + 1], seed=row)
+    assert alone["input_ids"].shape[1] < batch["input_ids"].shape[1]
+    with torch.no_grad():
+        padded_logits = model(**batch).logits[row, -1]
+        alone_logits = model(**alone).logits[0, -1]
+    assert not torch.allclose(padded_logits, alone_logits, atol=1e-3)  # transformers' own padded row differs
+    tokens, _ = greedy(model, batch, 0.7, STEPS, banned=[model.generation_config.eos_token_id])
+    assert torch.equal(_normalized_greedy(model, processor, batch).sequences[:, -STEPS:], tokens)
+
+
+def test_llama4_text_prior_is_refused():
+    """prior='text' renumbers the kept tokens' positions, which the prompt's slots (the chunks) would no longer match."""
+    model, processor = tiny_model("llama4")
+    with pytest.raises(ValueError, match=r"prior='text' is not supported on llama4_text \(its layers read slots"):
+        pnd.prior_logits(model, **tiny_inputs(processor, "llama4"), mode="text")
 
 
 def _stale_prior_rows(monkeypatch, types: list, layer_type: str):

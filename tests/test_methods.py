@@ -385,6 +385,38 @@ def test_generate_captions_runs_each_method(tiny, name):
     assert caption == processor.decode(tokens, skip_special_tokens=True).strip()
 
 
+@pytest.mark.parametrize("name", ["vcd", "icd", "m3id"])
+def test_explain_with_a_method_equals_brute_force(tiny, name):
+    """`pnd explain --method`: both answers forced through the method, each token's log p_c, the contrast's log p_d and
+    the method's score (and the top alternatives under each) equal two from-scratch forwards per step."""
+    from pnd.decoding.methods import method
+    from pnd.scoring.explain import explain
+
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
+    settings = {"m3id": {"forgetting_rate": 0.6, "gate": 1.0}}.get(name, {})
+    contrast = icd(processor, "llava_onevision", PROMPTS[:1]) if name == "icd" else None
+    result = explain(pnd.attach(model), processor, inputs, method=method(name).processor(**settings),
+                     prior_inputs=contrast, max_new_tokens=STEPS, top_k=3)
+    combine, prior = {"vcd": (contrastive(1.0, 0.1), contrast_prior(noised(inputs))),
+                      "icd": (contrastive(1.0, 0.1), contrast_prior(contrast)), "m3id": (m3id(0.6, 1.0), text_prior)}[name]
+    plain = method_greedy(model, inputs, STEPS, prior_combine(0.0), masked_prior)[0][0].tolist()
+    normalized = method_greedy(model, inputs, STEPS, combine, prior)[0][0].tolist()
+    for tokens, want in ((result.plain, plain), (result.normalized, normalized)):
+        ids = [t.token_id for t in tokens]
+        assert ids == want[: len(ids)] and ids
+        generated = torch.tensor([ids])
+        c = method_forced(model, inputs, generated, lambda c, p, t: c, prior)[0]
+        p = method_forced(model, inputs, generated, lambda c, p, t: p, prior)[0]
+        s = method_forced(model, inputs, generated, combine, prior)[0]
+        for step, token in enumerate(tokens):
+            for got, view in ((token.conditional, c), (token.prior, p), (token.normalized, s)):
+                assert got == pytest.approx(float(view[step, token.token_id]), abs=2e-4)
+            assert token.shift == pytest.approx(float((s[step].log_softmax(-1) - c[step])[token.token_id]), abs=2e-4)
+            assert [a.value for a in token.top["normalized"]] == pytest.approx(s[step].topk(3).values.tolist(),
+                                                                               abs=2e-4)
+
+
 def test_pnd_caption_method(tmp_path, no_model):
     """`pnd caption --method`: the settings are checked before any model loads."""
     from pnd.cli import main
@@ -427,7 +459,8 @@ def test_pnd_caption_method_records(tmp_path, name, settings):
 @pytest.mark.parametrize("args", [{"method": "icd", "alpha": 0.5}, {"method": "vcd", "noise_step": 250},
                                   {"method": "m3id", "forgetting_rate": "0.5", "gate": 1}])
 def test_lmms_eval_model_args_method(tmp_path, args):
-    """lmms-eval's pnd_hf with model_args method=...: generate_until equals the brute-force reference."""
+    """lmms-eval's pnd_hf with model_args method=...: generate_until and loglikelihood (the method's scores of the
+    continuation, without the plausibility cut) equal the brute-force reference."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -460,9 +493,14 @@ def test_lmms_eval_model_args_method(tmp_path, args):
     tokens = method_greedy(model, inputs, STEPS, combine, prior)[0][0].tolist()
     tokens = tokens[: tokens.index(eos(model)[0]) + 1] if eos(model)[0] in tokens else tokens
     assert generated == [processor.decode(tokens, skip_special_tokens=True)]
-    if args["method"] == "icd":
-        with pytest.raises(ValueError, match="loglikelihood scores with prior normalization"):
-            lm.loglikelihood([SimpleNamespace(args=(question, " yes", lambda doc: [doc["image"]], 0, "t", "test"))])
+    uncut = {"icd": contrastive(0.5), "vcd": contrastive(1.0), "m3id": combine}[args["method"]]
+    choices = [" yes", " no maybe"]
+    losses = lm.loglikelihood([SimpleNamespace(args=(question, c, lambda doc: [doc["image"]], 0, "t", "test"))
+                               for c in choices])
+    for choice, (loss, greedy) in zip(choices, losses):
+        ids = processor.tokenizer(choice, add_special_tokens=False).input_ids
+        scores = method_forced(model, inputs, torch.tensor([ids]), uncut, prior)[0]
+        assert loss == pytest.approx(-float(scores[torch.arange(len(ids)), ids].mean()), abs=2e-4) and not greedy
     with pytest.raises(TypeError, match=r"unknown model_args \['noise_step'\] \(method=cpn also takes alpha, prior"):
         PndHf(pretrained=str(tmp_path / "model"), device="cpu", noise_step=3)
 

@@ -72,3 +72,10 @@ def test_readme_python_blocks_run_on_a_tiny_model(checkpoint, tmp_path, monkeypa
     scores, captions = namespace["scores"], namespace["captions"]
     assert scores.shape == (1, len(captions)) and torch.isfinite(scores).all()
     assert printed[2] in captions
+
+
+def test_the_readme_stays_a_short_guide():
+    """At most 250 lines: tables and notes that grow with the families live in docs/families.md, linked from README."""
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines: move reference material to docs/"
+    assert "(docs/families.md)" in README.read_text()

@@ -68,7 +68,8 @@ def assert_equals_reference(model, inputs, out, mode):
         torch.testing.assert_close(out.sequences_scores[row], total / length, atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "mistral3", "kimi_k25", "cosmos3_omni"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "mistral3", "kimi_k25", "cosmos3_omni",
+                                        "instructblip"])
 @pytest.mark.parametrize("mode", ["greedy", "beam"])
 def test_static_cache_equals_the_reference(tiny, model_type, mode):
     model, processor = tiny(model_type)
@@ -88,7 +89,8 @@ def test_static_cache_equals_the_reference(tiny, model_type, mode):
 
 
 @pytest.mark.parametrize("model_type, mode", [("llava_onevision", "greedy"), ("qwen2_vl", "greedy"),
-                                              ("llava_onevision", "beam"), ("qwen2_vl", "beam")])
+                                              ("llava_onevision", "beam"), ("qwen2_vl", "beam"),
+                                              ("instructblip", "greedy")])  # generate runs its language model's
 def test_generate_compile_config_equals_the_reference(tiny, model_type, mode):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS if mode == "greedy" else PROMPTS[:1])

@@ -15,6 +15,8 @@ from __future__ import annotations
 from . import (gemma3, glm4v, internvl, lfm2_vl, llava, minicpmv, molmo2, nemotron_h_omni,  # noqa: F401
                perception_lm, qwen2_vl, qwen3_5, qwen3_vl, smolvlm, video_llama_3, video_llava)  # each registers itself
 from . import finder_families  # noqa: F401
+from . import llama4  # noqa: F401
+from . import qformer  # noqa: F401
 # isort: on
 from .registry import Architecture, architecture_for, register, registered, supported_model_types
 

@@ -34,10 +34,10 @@ class LayerKind:
         rather than in the conditioned prompt's slots with the visual ones masked.
     slot_window: the layer's window counts the conditioned prompt's slots (sliding attention): the prior rows keep
         the conditioned layout.
-    in_slot: an indexer that anchors key blocks to slots and compares slots with position ids (MiniMax-M3): the prior
-        rows keep the conditioned prompt's slots, where slots are positions, and the layer's indexer is given the kept
-        keys (`pnd._compat.indexer_keys`), so that it chooses among them only; the prior's prefill runs the whole
-        prompt in its slots with the visual ones masked.
+    in_slot: the layer reads slots, not only positions: an indexer that anchors key blocks to slots (MiniMax-M3, its
+        indexer given the kept keys by `pnd._compat.indexer_keys`), or chunks of slots (Llama 4's chunked attention).
+        The prior's prefill runs the whole prompt in its slots with the visual ones masked, so each kept token keeps
+        its slot, and so its block or chunk.
     pads: a left-padded batch runs as each prompt alone. False where transformers' own layer differs under left
         padding (MiniMax-M3's blocks shift with it): pnd then refuses padded prompts.
     packs: the prior's prefill may ride in the conditioned prompt's forward (`pnd/decoding/packed.py`).
@@ -67,13 +67,20 @@ LAYER_KINDS: dict[str, LayerKind] = {
     # slots; on the kept tokens alone it picks among them only
     "indexed_attention": LayerKind(prior="kept", state="indexed", compact=True, packs=False, static=False),
     "dummy": LayerKind(prior=None, state=None),  # MoE / MLP blocks (Nemotron-H), KV-sharing layers (Gemma 4)
-    "chunked_attention": LayerKind(prior="mask", state="kv", refused=(
-        "chunked attention splits the sequence into fixed chunks of slots, which the prior's compacted prefill "
-        "would shift")),
+    # Llama 4's chunked attention: fixed chunks of slots, so the prior keeps every kept token in its conditioned slot
+    # (a compacted prefill would shift the chunks); its cache holds the current chunk only, like a sliding window
+    "chunked_attention": LayerKind(prior="mask", state="kv", slot_window=True, in_slot=True, packs=False, static=False),
     # MiniMax-M3's block-sparse attention: its indexer pools keys into blocks of slots and picks blocks by position
     # ids, so the kept tokens must stay at their slots (= positions), their indexer choosing among the kept keys only;
     # transformers' own layer differs under left padding (its indexer's TODO)
     "minimax_m3_sparse": LayerKind(prior="kept", state="indexed", in_slot=True, pads=False, packs=False, static=False),
+    # Unlimited-OCR's reference sliding-window attention (R-SWA): every token sees the whole prompt and the last
+    # `sliding_window` generated tokens. Masking the visual slots there is removal (the window counts generated tokens
+    # only); what pnd lacks is the cache: its layer keeps the prompt's keys apart from the window's
+    "reference_sliding_attention": LayerKind(prior="mask", state="kv", refused=(
+        "its cache layer keeps the prompt's keys and values apart from a window of the generated tokens' ones, and "
+        "pnd's paired cache carries only the window's part (`pnd._compat.layer_states`), so its prior rows would lose "
+        "the prompt")),
     **dict.fromkeys(("hybrid", "hybrid_sliding"), LayerKind(prior="kept", state="recurrent", refused=(
         "one layer holds both a recurrent state and an attention cache, which pnd does not carry yet"))),
 }
@@ -104,12 +111,12 @@ def layer_plan(config) -> LayerPlan:
     types = cache_layer_types(config)
     for index, name in enumerate(types):
         kind = LAYER_KINDS.get(name)
-        why = "pnd has no rule for it" if kind is None else kind.refused
+        why = ("pnd has no rule for it. A prior that only masked the visual slots there could silently differ from "
+               "removing them, so pnd refuses") if kind is None else kind.refused
         if why:
             raise ValueError(
-                f"pnd does not support the layer type {name!r} (layer {index} of {config.model_type}): {why}. A prior "
-                "that only masked the visual slots there could silently differ from removing them, so pnd refuses. "
-                "Use plain generate, or declare the layer type in pnd/architectures/layers.py (docs/adding-a-family.md).")
+                f"pnd does not support the layer type {name!r} (layer {index} of {config.model_type}): {why}. Use plain "
+                "generate, or declare the layer type in pnd/architectures/layers.py (docs/adding-a-family.md).")
     kinds = tuple(LAYER_KINDS[name] for name in types)
     compact, in_slot = any(k.compact for k in kinds), any(k.in_slot for k in kinds)
     if compact and (in_slot or any(k.slot_window for k in kinds)):

@@ -49,6 +49,10 @@ class Architecture:
     reuses_text: bool = True
     # True: the expansion is what the bound processor reported replacing (`reported`), no token-id rule of its own
     reported: bool = False
+    # True where the family's generate runs `model.language_model.generate(inputs_embeds=...)` (the Q-Former families):
+    # attach pairs that language model's forward calls too (`pnd.decoding.paired.language_model_forward`)
+    embeds_prompt: bool = False
+    takes_images: bool = True  # False where the family takes videos only (InstructBLIP-Video: 4 frames, always)
     hides: str = "the placeholder tokens"  # what the token-id rule hides, in words (`pnd models --all`)
 
     @property

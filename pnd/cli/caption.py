@@ -40,9 +40,10 @@ from pathlib import Path
 import torch
 
 from ..decoding.captioning import generate_captions
-from ..decoding.methods import METHODS, method, parse_settings
+from ..decoding.methods import method
 from .inputs import InputsError, Item, decoded_videos, read_inputs
 from .launch import Launch, add_model_arguments, check_counts, check_model_arguments, load_for_rank
+from .method_args import add_method_arguments, method_settings
 from .records import PartWriter, RecordsError, file_in_the_way, finished_ids, merge
 from .signals import stopped_by
 
@@ -56,10 +57,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", help="Hugging Face id or local folder (default: the bundled demo model)")
     parser.add_argument("--alpha", type=float, help="weight of the prior in [0, 1] (default: the method's, 0.5 for cpn)")
     parser.add_argument("--plausibility", type=float, help="drop tokens below this share of the top token's probability")
-    parser.add_argument("--method", default="cpn", choices=sorted(METHODS),
-                        help="decoding method (default cpn, prior normalization; docs/methods.md)")
-    parser.add_argument("--method-args", default="", help="the method's settings, key=value pairs separated by commas "
-                        "(e.g. noise_step=500,alpha=1; the others at the paper's defaults)")
+    add_method_arguments(parser)
     parser.add_argument("--frames", type=int, default=8, help="frames sampled uniformly per video (default 8)")
     parser.add_argument("--prompt", default="Describe the video.", help="instruction (a manifest's 'prompt' wins)")
     parser.add_argument("--compare", action="store_true", help="also decode without normalization; print both")
@@ -76,9 +74,7 @@ def check_arguments(args) -> Path:
     """Refuse bad arguments before anything loads; returns --out (its folder created if missing)."""
     try:
         check_counts(args, ("batch_size", "frames", "max_new_tokens"))
-        given = {k: v for k, v in (("alpha", args.alpha), ("plausibility", args.plausibility)) if v is not None}
-        args.settings = {**parse_settings(args.method_args), **given}  # the flags win over --method-args
-        method(args.method).processor(**args.settings)
+        args.settings = method_settings(args)  # the flags win over --method-args
         args.alpha = method(args.method).settings(**args.settings).get("alpha")
         check_model_arguments(args)
     except ValueError as error:

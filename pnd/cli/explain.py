@@ -1,13 +1,15 @@
 """`pnd explain`: why did the answer change? Plain and prior-normalized decoding of one video or image, token by token.
 
     pnd explain clip.mp4 [--prompt "Describe the video."] [--model M] [--alpha 0.5] [--plausibility 0.1] \
-        [--out pnd_explain]
+        [--method vcd|icd|m3id [--method-args noise_step=500]] [--out pnd_explain]
 
 Without --model the bundled demo model answers (offline, seconds). Writes into --out: explain.html (a
 self-contained page: each token coloured by how far the prior pushed it down (red) or up (blue) among its
 alternatives, the numbers on hover and in a table), explain.png (the same tokens) and explain.json (every
 number: `pnd.scoring.explain.Explanation.to_dict()`). The shift of a token is the change of its log-probability
-when the normalized scores are read as a distribution (`pnd.scoring.tokens`).
+when the normalized scores are read as a distribution (`pnd.scoring.tokens`). With `--method` (docs/methods.md) the
+second decoding is that method's, at its paper's settings unless given, and each token's "prior" is the method's
+contrast (VCD's noised video, ICD's disturbed instruction, M3ID's prompt without the video).
 
 Example:
     >>> from pnd.cli import main
@@ -24,6 +26,7 @@ from pathlib import Path
 from ..extras import pyplot
 from ..io.video import FRAME_SUFFIXES
 from ..scoring.explain import Explanation
+from .method_args import add_method_arguments, method_settings
 
 SCALE = 2.0  # |shift| (nats) shown at full colour
 VIEWS = (("plain", "plain decoding"), ("normalized", "prior-normalized decoding"))
@@ -33,9 +36,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("visual", help="a video file, a folder of frames, or an image file (png, jpg, ...)")
     parser.add_argument("--prompt", help='the instruction (default "Describe the video." / "Describe the image.")')
     parser.add_argument("--model", help="Hugging Face id or local folder (default: the bundled demo model)")
-    parser.add_argument("--alpha", type=float, default=0.5, help="weight of the prior in [0, 1] (default 0.5)")
-    parser.add_argument("--plausibility", type=_optional_float, default=0.1,
-                        help="drop tokens below this share of the top token's probability (default 0.1; 'none': off)")
+    parser.add_argument("--alpha", type=float, help="weight of the prior in [0, 1] (default 0.5; another method's: "
+                        "its own)")
+    parser.add_argument("--plausibility", help="drop tokens below this share of the top token's probability "
+                        "(default 0.1; another method's: its own; 'none': off)")
+    add_method_arguments(parser)
     parser.add_argument("--frames", type=int, default=8, help="frames sampled uniformly from a video (default 8)")
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--top-k", type=int, default=5, help="alternatives listed per token (default 5)")
@@ -43,12 +48,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--device", default="cpu")
 
 
-def _optional_float(text: str) -> float | None:
-    return None if text.lower() == "none" else float(text)
-
-
 def run(args) -> int:
-    from ..decoding.logits_processor import PriorNormalized
+    from ..decoding.methods import method
     from ..decoding.paired import attach
     from ..demo import DEMO_MODEL
     from ..io.loading import check_device, check_model_source, load_model
@@ -59,7 +60,9 @@ def run(args) -> int:
     from .records import file_in_the_way
 
     try:  # every argument is checked before the model loads or anything is written
-        PriorNormalized(args.alpha, plausibility=args.plausibility)
+        chosen = method(args.method)
+        settings = chosen.settings(**method_settings(args, {"alpha": 0.5, "plausibility": 0.1}
+                                                     if args.method == "cpn" else {}))
         check_counts(args, ("max_new_tokens", "top_k", "frames"))
         if (blocked := file_in_the_way(Path(args.out) / "explain.json")) is not None:
             raise ValueError(blocked)
@@ -74,18 +77,30 @@ def run(args) -> int:
     modality = "image" if is_image else "video"
     instruction = args.prompt or f"Describe the {modality}."
     model, processor = load_model(args.model or str(DEMO_MODEL), args.device)
-    text = video_prompt(processor, instruction, modality)
-    inputs = processor(text=[text], **{f"{modality}s": [visual]}, return_tensors="pt")
-    result = explain(attach(model, processor), processor, inputs, args.alpha, max_new_tokens=args.max_new_tokens,
-                     top_k=args.top_k, plausibility=args.plausibility)
+
+    def prompt(text: str):
+        return processor(text=[video_prompt(processor, text, modality)], **{f"{modality}s": [visual]},
+                         return_tensors="pt")
+
+    inputs = prompt(instruction)
+    if args.method == "cpn":
+        result = explain(attach(model, processor), processor, inputs, settings["alpha"], prior=settings["prior"],
+                         plausibility=settings["plausibility"], max_new_tokens=args.max_new_tokens, top_k=args.top_k)
+    else:
+        contrast = chosen.contrast_text(instruction, **settings)
+        result = explain(attach(model, processor), processor, inputs, method=chosen.processor(**settings),
+                         prior_inputs=None if contrast is None else prompt(contrast),
+                         max_new_tokens=args.max_new_tokens, top_k=args.top_k)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    title = f"{path.name}: {instruction}"
-    record = {"visual": str(path), "prompt": instruction, "model": args.model or "pnd demo model", **result.to_dict()}
+    title = f"{path.name}: {instruction}" + ("" if args.method == "cpn" else f" (normalized: {args.method})")
+    record = {"visual": str(path), "prompt": instruction, "model": args.model or "pnd demo model",
+              "method": args.method, "settings": settings, **result.to_dict()}
     (out / "explain.json").write_text(json.dumps(record, indent=1) + "\n")
     (out / "explain.html").write_text(page(result, title))
     picture(result, title, out / "explain.png")
-    print(f"plain:      {result.plain_text}\nnormalized: {result.normalized_text}  (alpha {args.alpha})")
+    label = f"alpha {result.alpha}" if args.method == "cpn" else f"{args.method}: {settings}"
+    print(f"plain:      {result.plain_text}\nnormalized: {result.normalized_text}  ({label})")
     print(f"pnd explain: wrote {out}/explain.html, explain.png, explain.json")
     return 0
 

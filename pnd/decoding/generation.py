@@ -36,6 +36,9 @@ class Generation:
     decode_forward: Callable | None = None  # the call of the decoding steps (the model's compiled call), if not forward
     conversation: tuple | None = None  # continuing a returned cache: the whole (input_ids, attention_mask, position_ids)
     contrast: dict | None = None  # prior="inputs"/"noise": the contrast inputs, one row per prompt (`contrast.py`)
+    # the prompt's token ids, for a family whose generate hands its language model's generate `inputs_embeds` (the
+    # Q-Former families): the first forward then gets no token ids, and the prior's prefill reads them here
+    input_ids: torch.Tensor | None = None
     steps: int = 0  # decoding steps the processor has scored in this call (M3ID's t)
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
@@ -54,6 +57,7 @@ class Generation:
 
 
 _RUNNING: ContextVar[Generation | None] = ContextVar("pnd_running_generation", default=None)
+_TRACE: ContextVar[list | None] = ContextVar("pnd_traced_steps", default=None)
 
 
 def running_generation() -> Generation | None:
@@ -69,3 +73,29 @@ def running(generation: Generation) -> Iterator[Generation]:
         yield generation
     finally:
         _RUNNING.reset(token)
+
+
+@contextmanager
+def traced_steps() -> Iterator[list[tuple[torch.Tensor, torch.Tensor]]]:
+    """Within the block (this context only), every step a paired processor scores appends its fp32
+    (log p_c, log p_prior) to the list yielded: what the method combined (`pnd explain --method`).
+
+    Example:
+        >>> with traced_steps() as steps:
+        ...     pass  # model.generate(..., logits_processor=[pnd.M3ID()])
+        >>> steps
+        []
+    """
+    steps: list[tuple[torch.Tensor, torch.Tensor]] = []
+    token = _TRACE.set(steps)
+    try:
+        yield steps
+    finally:
+        _TRACE.reset(token)
+
+
+def trace_step(log_cond: torch.Tensor, log_prior: torch.Tensor) -> None:
+    """Record one step's log-probabilities where `traced_steps` asks for them."""
+    steps = _TRACE.get()
+    if steps is not None:
+        steps.append((log_cond, log_prior))

@@ -23,7 +23,7 @@ from transformers import LogitsProcessor
 
 from ..validation import PRIOR_MODES, check_alpha_and_prior, real_number
 from .contrast import check_noise_step
-from .generation import Generation, running_generation
+from .generation import Generation, running_generation, trace_step
 
 _FLOOR = -1e30  # a prior log-probability of -inf would turn into +inf: keep it finite
 COMBINES = ("prior", "contrastive")
@@ -62,6 +62,7 @@ class PairedProcessor(LogitsProcessor):
             raise RuntimeError(f"pnd: prior logits {tuple(prior.shape)} do not match scores {tuple(x.shape)}.")
         log_prior = torch.log_softmax(prior, dim=-1).clamp(min=_FLOOR)
         log_cond = x if generation.scores_are_logprobs else x - cond_log_z.to(x.device)
+        trace_step(log_cond, log_prior)
         return log_cond, log_prior
 
 

@@ -89,7 +89,7 @@ def attach(model, processor=None, *, prefill: str = "auto"):
     before = set(vars(model))
     attachment.replaced = {name: vars(model)[name] for name in ("forward", "generate") if name in vars(model)}
     attachment.architecture, attachment.prefill = architecture, prefill
-    architecture.prepare(model)  # first: a repair may replace `generate` (Janus)
+    architecture.prepare(model)  # first: a repaired forward (the Q-Former families') or generate (Janus) is the one the attached one calls
     attachment.forward, attachment.generate = model.forward, model.generate
 
     @functools.wraps(attachment.forward)
@@ -102,6 +102,8 @@ def attach(model, processor=None, *, prefill: str = "auto"):
 
     model.forward = forward
     model.generate = generate
+    if architecture.embeds_prompt:  # its generate runs the language model's generate, whose forward calls get paired
+        model.language_model.forward = language_model_forward(model, model.language_model.forward)
     attachment.added = tuple(sorted(set(vars(model)) - before))
     use_split_attention(model)
     if processor is not None:  # attached: its outputs now carry their expansions
@@ -132,6 +134,8 @@ def detach(model) -> None:
     for name in attachment.added:
         vars(model).pop(name, None)
     stop_split_attention(model)
+    if attachment.architecture.embeds_prompt:
+        vars(model.language_model).pop("forward", None)
     attachment.architecture.unprepare(model)
     for name, value in attachment.replaced.items():
         setattr(model, name, value)
@@ -155,7 +159,9 @@ def _generate_carried(model, attachment: Attachment, *args, logits_processor=Non
     config = generation_config(model, kwargs)
     normalizer = normalizers[0]
     needs_prior = normalizer.needs_prior  # alpha=0 is plain generate, for every argument
-    generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1)
+    generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1,
+                            input_ids=kwargs["input_ids"] if kwargs.get("input_ids") is not None else
+                            args[0] if args else None)
     generation.contrast, pad = prepare_contrast(attachment.architecture, normalizer, config, args, kwargs, prior_inputs)
     if needs_prior:
         _refuse_unsupported(config, kwargs)
@@ -195,7 +201,8 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     kwargs.pop("max_cache_len", None)  # used here
     if compiles_decoding(model, config):  # generate's loop runs pnd's glue eagerly; each paired step is one call of
         kwargs["disable_compile"] = True  # the model's own compiled call, which passes straight to its forward
-        compiled_call = model.get_compiled_call(config.compile_config)
+        steps = model.language_model if attachment.architecture.embeds_prompt else model  # what generate's steps call
+        compiled_call = steps.get_compiled_call(config.compile_config)
         generation.decode_forward = functools.partial(compiled_call, **{_PAIRED_STEP: True})
     return cache
 
@@ -288,42 +295,82 @@ def _paired_forward(model, attachment: Attachment, *args, **kwargs):
     return _paired_call(model, attachment, *args, **kwargs)
 
 
+def language_model_forward(model, forward):
+    """`forward` of `model.language_model`, wrapped: for a family whose own generate runs its language model's
+    generate on `inputs_embeds` (the Q-Former families, `pnd/architectures/qformer.py`), each call of it within an
+    attached model's paired generate call is a paired one, as the attached model's forward would be.
+
+    Example:
+        >>> from pnd.testing import tiny_model
+        >>> model, _ = tiny_model("instructblipvideo")
+        >>> wrapped = language_model_forward(model, model.language_model.forward)  # plain outside a paired call
+    """
+    @functools.wraps(forward)
+    def paired(*args, **kwargs):
+        if kwargs.pop(_PAIRED_STEP, False) or not isinstance(kwargs.get("past_key_values"),
+                                                             (PairedCache, PairedStaticCache)):
+            return forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
+        return _paired_call(model, attachment_of(model), *args, forward=forward, **kwargs)
+
+    return paired
+
+
 @torch.compiler.disable(recursive=False)  # torch.compile of the attached forward: this frame eager, the model compiled
-def _paired_call(model, attachment: Attachment, *args, **kwargs):
+def _paired_call(model, attachment: Attachment, *args, forward=None, **kwargs):
+    """A paired call of `forward` (the attached model's own forward, or its language model's: `language_model_forward`)."""
+    forward = forward or attachment.forward
     cache = kwargs["past_key_values"]
     generation = running_generation()
     if generation is None or generation.attachment is not attachment:
-        return attachment.forward(*args, **kwargs)
+        return forward(*args, **kwargs)
     if args:
         raise TypeError("pnd's paired forward takes keyword arguments only (as generate passes them).")
     if isinstance(cache, PairedStaticCache) and not cache.is_paired:
-        return _static_prefill(model, attachment, generation, cache, kwargs)
+        return _static_prefill(model, attachment, generation, cache, kwargs, forward)
     if not cache.is_paired:
-        return _prefill(model, attachment, generation, cache, kwargs)
-    return _decode_step(attachment, generation, cache, kwargs)
+        return _prefill(model, attachment, generation, cache, kwargs, forward)
+    return _decode_step(generation, cache, kwargs, forward)
 
 
-def _prefill(model, attachment, generation, cache, kwargs):
+def _prompt_ids(generation, kwargs: dict) -> tuple[torch.Tensor, bool]:
+    """The prefill's token ids, and whether its forward gets them as `inputs_embeds` (the Q-Former families: the ids
+    are then the generate call's, repeated as generate repeats its rows for beams and returned sequences)."""
+    input_ids, embeds = kwargs.get("input_ids"), kwargs.get("inputs_embeds")
+    if input_ids is not None or embeds is None or generation.input_ids is None:
+        if input_ids is None:
+            raise ValueError(_NEEDS_INPUT_IDS)
+        return input_ids, False
+    prompt = generation.input_ids.to(embeds.device)
+    if embeds.shape[0] % prompt.shape[0] or embeds.shape[1] != prompt.shape[1]:
+        raise ValueError(f"pnd: the language model's first forward got inputs_embeds of shape {tuple(embeds.shape[:2])} "
+                         f"for a prompt of {tuple(prompt.shape)} token ids; this model is not supported.")
+    return prompt.repeat_interleave(embeds.shape[0] // prompt.shape[0], dim=0), True
+
+
+def _prefill(model, attachment, generation, cache, kwargs, forward):
     """The conditioned prompt and the prior rows on its text tokens alone (one call when packable), one cache."""
-    input_ids = kwargs.get("input_ids")
-    if input_ids is None:
-        raise ValueError(_NEEDS_INPUT_IDS)
+    input_ids, embedded = _prompt_ids(generation, kwargs)
+    if embedded and (generation.contrast, generation.conversation, generation.blank_outputs) != (None, None, None):
+        raise ValueError("On a model whose generate runs its language model on embeddings (the Q-Former families: "
+                         "BLIP-2, InstructBLIP, InstructBLIP-Video), PriorNormalized takes prior='masked' or 'text' on a "
+                         "new prompt: not prior='blank', 'inputs' or 'noise', nor past_key_values to continue. Use "
+                         "prior='masked' and pass the whole conversation as input_ids.")
     if kwargs.get("position_ids") is None:
         raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
     mode = generation.normalizer.prior
     if generation.contrast is not None:  # first: the conditioned call then sets what the model keeps (rope deltas)
-        prior = contrast_prefill(model, attachment.forward, generation.contrast, kwargs)
-        outputs = attachment.forward(**kwargs)
+        prior = contrast_prefill(model, forward, generation.contrast, kwargs)
+        outputs = forward(**kwargs)
     elif generation.conversation is not None:  # the new text on the returned cache; the prior over the whole conversation
-        outputs = attachment.forward(**kwargs)
+        outputs = forward(**kwargs)
         prior = masked_prefill(model, *generation.conversation, mode, layer_states(cache))
     elif generation.blank_outputs is not None:
-        outputs = attachment.forward(**kwargs)
-        prior = blank_prefill(model, attachment.forward, kwargs, generation.blank_outputs)
-    elif attachment.prefill == "auto" and packs_prior(model, kwargs):
-        outputs, prior = packed_prefill(model, attachment.forward, kwargs, mode)
+        outputs = forward(**kwargs)
+        prior = blank_prefill(model, forward, kwargs, generation.blank_outputs)
+    elif attachment.prefill == "auto" and not embedded and packs_prior(model, kwargs):
+        outputs, prior = packed_prefill(model, forward, kwargs, mode)
     else:
-        outputs = attachment.forward(**kwargs)
+        outputs = forward(**kwargs)
         reuse = attachment.prefill != "own_call_no_reuse"
         shared = layer_states(cache) if reuse else None
         prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
@@ -334,12 +381,12 @@ def _prefill(model, attachment, generation, cache, kwargs):
     return outputs
 
 
-def _static_prefill(model, attachment, generation, cache: PairedStaticCache, kwargs):
+def _static_prefill(model, attachment, generation, cache: PairedStaticCache, kwargs, forward):
     """The prefill into a `PairedCache`, whose rows are then copied into the fixed-length cache of the decoding steps."""
     prefill = PairedCache(config=model.config.get_text_config(decoder=True))
-    outputs = _prefill(model, attachment, generation, prefill, {**kwargs, "past_key_values": prefill})
+    outputs = _prefill(model, attachment, generation, prefill, {**kwargs, "past_key_values": prefill}, forward)
     mask = kwargs.get("attention_mask")
-    cache.pair(prefill, torch.ones_like(kwargs["input_ids"]) if mask is None else mask)
+    cache.pair(prefill, torch.ones_like(_prompt_ids(generation, kwargs)[0]) if mask is None else mask)
     outputs.past_key_values = cache
     if getattr(outputs, "attentions", None) is not None:  # as a static-cache prefill returns them: a key per cache
         keys = cache.get_max_length()  # slot, those after the prompt masked out (weight 0)
@@ -360,7 +407,7 @@ def _paired_mask(cache, cond_mask: torch.Tensor | None, input_ids: torch.Tensor)
     return torch.cat([cond_mask, prior_mask])
 
 
-def _decode_step(attachment, generation, cache, kwargs):
+def _decode_step(generation, cache, kwargs, forward):
     """One forward call on [conditioned rows; prior rows]; generate only sees the conditioned logits."""
     input_ids = kwargs["input_ids"]
     n = input_ids.shape[0]
@@ -375,7 +422,7 @@ def _decode_step(attachment, generation, cache, kwargs):
     paired["position_ids"] = torch.cat([positions, prior_positions], dim=batch_dim)
 
     with indexer_keys(paired["attention_mask"]):  # slot-anchored indexers choose among the keys each row sees
-        outputs = (generation.decode_forward or attachment.forward)(**paired)
+        outputs = (generation.decode_forward or forward)(**paired)
     logits = outputs.logits
     outputs.logits = outputs.logits[:n]
     for name in ("attentions", "hidden_states"):  # what the user sees describes the conditioned rows only

@@ -215,11 +215,12 @@ def _in_slot_prefill(model, config, input_ids, attention_mask, position_ids, mod
     indexers' choice (`indexer_keys`), so that every kept token sees the kept tokens before it only, as if the visual
     expansion were absent. The states of the visual slots are dropped (zero, masked)."""
     if mode == "text":
-        raise ValueError(f"prior='text' is not supported on {config.model_type} (its indexer anchors key blocks to "
-                         "slots, which renumbered positions would no longer match): use the default prior='masked'.")
+        raise ValueError(f"prior='text' is not supported on {config.model_type} (its layers read slots: indexer "
+                         "blocks or attention chunks, which renumbered positions would no longer match): use the "
+                         "default prior='masked'.")
     check_unpadded(config, attention_mask, "pnd's prior")
     slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=False)
-    cache = cache_from_layers(config)
+    cache = cache_from_layers(config, keep_all=True)  # chunked layers too keep every slot: `computed` gathers them
     with indexer_keys(slots.text):
         hidden = architecture_for(model).language_model(model)(
             input_ids=input_ids, attention_mask=slots.text.long(), position_ids=position_ids, past_key_values=cache,

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import functools
 import sys
 from pathlib import Path
@@ -33,6 +34,7 @@ from ..decoding.paired import attach
 from ..extras import require
 from ..io.loading import load_model
 from ..io.video import read_video
+from ..scoring.forced import forced_steps
 from ..scoring.scorer import CaptionScorer
 from .failed_documents import FAILED_ANSWER, FAILED_LOSS, document_failed
 
@@ -166,10 +168,7 @@ class PndHf(lmms):
             context, _, doc_to_visual, doc_id, task, split = requests[i].args
             documents.append((context, self._visuals(doc_to_visual, task, split, doc_id)[1]))
         gen_kwargs = requests[batch[0]].args[1]
-        inputs, extra = self._batch_inputs(documents), {}
-        if self.method.contrast is not None:  # ICD: the same documents after the method's instruction
-            extra["prior_inputs"] = self._batch_inputs([(self.method.contrast_text(context, **self.settings), visuals)
-                                                        for context, visuals in documents])
+        inputs, extra = self._batch_inputs(documents), self._contrast(documents)
         until = gen_kwargs.get("until") or []
         temperature = gen_kwargs.get("temperature") or 0
         tokens = self.model.generate(
@@ -184,6 +183,14 @@ class PndHf(lmms):
                 text = text.split(stop)[0]
             texts.append(text)
         return texts
+
+    def _contrast(self, documents: list[tuple[str, list]]) -> dict:
+        """`generate`'s extra arguments for the method: ICD's `prior_inputs`, the same documents after its
+        instruction; nothing for the other methods."""
+        if self.method.contrast is None:
+            return {}
+        return {"prior_inputs": self._batch_inputs([(self.method.contrast_text(context, **self.settings), visuals)
+                                                    for context, visuals in documents])}
 
     def _each_document(self, run, items: list, name_of, failed: list[str]) -> list:
         """`run(items)`, one result per item; where a document's input is bad (an unreadable video, a refused input:
@@ -205,16 +212,17 @@ class PndHf(lmms):
 
         loss = -(1/T) * sum_k [log P(t_k | v, x, t_<k) - alpha * log P(t_k | x, t_<k)] over the continuation's T
         tokens, placed right after the generation prompt; with alpha=0 it is the mean cross-entropy lmms-eval's
-        HF models return. The choices of one document share one prompt prefix. is_greedy is always False
-        (pnd does not compute it; it only feeds the exact_match metric). `--batch_size N` runs the prompts of up
+        HF models return. Under another method (VCD, ICD, M3ID) each token's term is the method's own score of it
+        (`pnd.scoring.forced`: e.g. VCD's `(1 + alpha) log p_c - alpha log p_d`), without the plausibility cut, which
+        would give every cut choice the same infinite loss; one document and one choice per `generate` call. Under
+        cpn the choices of one document share one prompt prefix. is_greedy is always False (pnd does not compute
+        it; it only feeds the exact_match metric). `--batch_size N` runs the prompts of up
         to N documents in one left-padded forward call, then scores each document's choices on its own prefix.
         """
-        if self.method.name != "cpn":
-            raise ValueError(f"pnd's loglikelihood scores with prior normalization (method=cpn), not "
-                             f"method={self.method.name}: run the multiple-choice tasks with method=cpn.")
         if self._scorer is None:
-            self._scorer = CaptionScorer(self.model, self.processor, alpha=self.normalizer.alpha, reduction="mean",
-                                         prior=self.normalizer.prior)
+            cpn = self.method.name == "cpn"  # another method's scorer only tokenizes the choices
+            self._scorer = CaptionScorer(self.model, self.processor, alpha=self.normalizer.alpha if cpn else 0.0,
+                                         reduction="mean", prior=self.normalizer.prior if cpn else "masked")
         groups: dict[tuple, list[int]] = {}
         for i, request in enumerate(requests):
             if len(request.args) != 6:
@@ -227,10 +235,12 @@ class PndHf(lmms):
         bar = tqdm(total=len(documents), desc="pnd loglikelihood", disable=self.rank != 0)
         # a recurrent layer's state would take a batch's left padding in (Qwen3.5): one document per call there
         step = 1 if has_recurrent_layers(self.model.config.get_text_config(decoder=True)) else self.batch_size_per_gpu
+        score = self._score_documents if self.method.name == "cpn" else self._method_scores
+        step = step if self.method.name == "cpn" else 1
         failed: list[str] = []
         for start in range(0, len(documents), step):
             batch = documents[start : start + step]
-            scores = self._each_document(lambda items: self._score_documents(requests, items), batch,
+            scores = self._each_document(lambda items: score(requests, items), batch,
                                          lambda document: _document_name(document[0][2], *document[0][:2]), failed)
             for (_, indices), document_scores in zip(batch, scores):
                 values = [FAILED_LOSS] * len(indices) if document_scores is None else [-x for x in document_scores]
@@ -250,6 +260,22 @@ class PndHf(lmms):
             prompts.append((context, visuals))
             answers.append([c if isinstance(c, str) else c(doc) for c in (requests[i].args[1] for i in indices)])
         return [scores.tolist() for scores in self._scorer.score_prompts(self._batch_inputs(prompts), answers)]
+
+    def _method_scores(self, requests, batch: list) -> list[list[float]]:
+        """`_score_documents` under a method other than cpn: one document, each choice forced through `generate`
+        with the method (its plausibility cut off), the mean of the method's scores of its tokens."""
+        ((task, split, doc_id, context), indices), = batch
+        doc, visuals = self._visuals(requests[indices[0]].args[2], task, split, doc_id)
+        inputs, extra = self._batch_inputs([(context, visuals)]), self._contrast([(context, visuals)])
+        method = copy.copy(self.normalizer)
+        if getattr(method, "plausibility", None) is not None:
+            method.plausibility = None
+        scores = []
+        for answer in (c if isinstance(c, str) else c(doc) for c in (requests[i].args[1] for i in indices)):
+            ids = self._scorer.caption_ids(answer)
+            steps = forced_steps(self.model, inputs, method, ids, **extra)[2]
+            scores.append(float(steps[torch.arange(len(ids)), ids].mean()))
+        return [scores]
 
     def generate_until_multi_round(self, requests):
         raise NotImplementedError("pnd's lmms-eval models do not support multi-round generation.")

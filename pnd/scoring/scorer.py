@@ -42,7 +42,7 @@ from ..architectures.reported import (
     carried_expansions,
     expansions_given,
 )
-from ..decoding.prior import default_position_ids, masked_prefill, sliding_window
+from ..decoding.prior import default_position_ids, masked_prefill
 from ..io.prompts import video_prompt
 from ..io.video import read_video
 from ..validation import check_alpha_and_prior, check_conditioned_logits, check_frames, check_pixels, real_number
@@ -270,7 +270,7 @@ class CaptionScorer:
         carried = carried_expansions(inputs)  # the expansion the processor's outputs carry, read by the prior's prefill
         positions = default_position_ids(model, **inputs)
         config = model.config.get_text_config(decoder=True)
-        cache = cache_from_layers(config, keep_all=sliding_window(config) is not None)  # every slot: captions reuse it
+        cache = cache_from_layers(config, keep_all=True)  # every slot (sliding and chunked layers too): captions reuse it
         attends = inputs["attention_mask"].bool()
         starts = attends.long().argmax(-1).tolist()  # each row's first attended slot: left padding before it is cut
         if any(starts) and has_recurrent_layers(config):

@@ -55,7 +55,8 @@ class TokenScore:
 
 
 def score_tokens(conditional: torch.Tensor, prior: torch.Tensor, token_ids: list[int], alpha: float,
-                 decode: Callable[[int], str], top_k: int = 5, plausibility: float | None = None) -> list[TokenScore]:
+                 decode: Callable[[int], str], top_k: int = 5, plausibility: float | None = None,
+                 normalized: torch.Tensor | None = None) -> list[TokenScore]:
     """The per-token view of `token_ids` from the log-probabilities at each of their steps.
 
     Args:
@@ -67,6 +68,8 @@ def score_tokens(conditional: torch.Tensor, prior: torch.Tensor, token_ids: list
         top_k: alternatives listed per step and view.
         plausibility: as for `PriorNormalized`: tokens below `plausibility` times the most likely token's
             conditioned probability get a normalized score of -inf (they cannot be chosen).
+        normalized: (steps, vocab) another method's scores at each step (VCD, ICD, M3ID: what its logits processor
+            returned), in place of `conditional - alpha * prior` with `plausibility`; `prior` is then its contrast.
 
     Returns:
         One `TokenScore` per token.
@@ -74,10 +77,13 @@ def score_tokens(conditional: torch.Tensor, prior: torch.Tensor, token_ids: list
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}.")
     conditional, prior = conditional.float(), prior.float()
-    normalized = conditional - alpha * prior
-    if plausibility is not None:
-        cutoff = conditional.amax(-1, keepdim=True) + math.log(plausibility)
-        normalized = normalized.masked_fill(conditional < cutoff, -math.inf)
+    if normalized is not None:
+        normalized = normalized.float()
+    else:
+        normalized = conditional - alpha * prior
+        if plausibility is not None:
+            cutoff = conditional.amax(-1, keepdim=True) + math.log(plausibility)
+            normalized = normalized.masked_fill(conditional < cutoff, -math.inf)
     shift = torch.log_softmax(normalized, -1) - conditional
     views = dict(zip(VIEWS, (conditional, prior, normalized)))
     k = min(top_k, conditional.shape[-1])

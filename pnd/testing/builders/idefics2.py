@@ -18,7 +18,7 @@ import torch
 def build(seed: int, do_image_splitting: bool = False):
     from transformers import Idefics2Config, Idefics2ForConditionalGeneration, Idefics2ImageProcessor, Idefics2Processor
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     from ._pil_images import taking_tensors
 
@@ -29,7 +29,7 @@ def build(seed: int, do_image_splitting: bool = False):
                            image_size=32, patch_size=8),
         perceiver_config=dict(hidden_size=64, resampler_n_latents=4, resampler_depth=1, resampler_n_heads=2,
                               resampler_head_dim=16, num_key_value_heads=1),
-        text_config={**_tiny_llama(tokenizer), "model_type": "mistral", "sliding_window": None},
+        text_config={**tiny_llama_text(tokenizer), "model_type": "mistral", "sliding_window": None},
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
         tie_word_embeddings=False,
     )

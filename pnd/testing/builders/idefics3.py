@@ -13,7 +13,7 @@ import torch
 def build(seed: int):
     from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3ImageProcessor, Idefics3Processor
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     specials = ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>"]
     tiles = [f"<row_{row}_col_{col}>" for row in (1, 2) for col in (1, 2)]
@@ -21,7 +21,7 @@ def build(seed: int):
     config = Idefics3Config(
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                            image_size=32, patch_size=8),
-        text_config=_tiny_llama(tokenizer),
+        text_config=tiny_llama_text(tokenizer),
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
         scale_factor=2,  # (32 / 8)^2 / 2^2 = 4 tokens per tile
         tie_word_embeddings=False,

@@ -15,14 +15,14 @@ import torch
 def build(seed: int):
     from transformers import JanusConfig, JanusForConditionalGeneration, JanusImageProcessor, JanusProcessor
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     from ._pil_images import taking_tensors
 
     named = {"image_token": "<image_placeholder>", "boi_token": "<begin_of_image>", "eoi_token": "<end_of_image>"}
     tokenizer = tiny_tokenizer(list(named.values()), named=named)
     config = JanusConfig(
-        text_config=_tiny_llama(tokenizer),
+        text_config=tiny_llama_text(tokenizer),
         vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, image_size=32, patch_size=8,
                            mlp_ratio=2.0, projection_dim=64, depth=2, num_image_tokens=16),
         vq_config=dict(embed_dim=8, num_embeddings=16, latent_channels=32, base_channels=32, channel_multiplier=[1, 1],

@@ -12,13 +12,13 @@ import torch
 def build(seed: int):
     from transformers import Mistral3Config, Mistral3ForConditionalGeneration, PixtralImageProcessor, PixtralProcessor
 
-    from pnd.testing import _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import chat_template, tiny_llama_text, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["[IMG]", "[IMG_BREAK]", "[IMG_END]"])
     config = Mistral3Config(
         vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                            num_attention_heads=2, head_dim=16, image_size=64, patch_size=8),
-        text_config={**_tiny_llama(tokenizer), "model_type": "mistral", "head_dim": 16, "sliding_window": None},
+        text_config={**tiny_llama_text(tokenizer), "model_type": "mistral", "head_dim": 16, "sliding_window": None},
         image_token_index=tokenizer.convert_tokens_to_ids("[IMG]"),
         spatial_merge_size=2,
         vision_feature_layer=-1,

@@ -11,12 +11,12 @@ import torch
 def build(seed: int):
     from transformers import CLIPImageProcessor, LlavaProcessor, VipLlavaConfig, VipLlavaForConditionalGeneration
 
-    from pnd.testing import _TINY_CLIP, _tiny_llama, chat_template, tiny_tokenizer
+    from pnd.testing import TINY_CLIP, chat_template, tiny_llama_text, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["<image>"])
     config = VipLlavaConfig(
-        vision_config=_TINY_CLIP,
-        text_config=_tiny_llama(tokenizer),
+        vision_config=TINY_CLIP,
+        text_config=tiny_llama_text(tokenizer),
         image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
         vision_feature_layer=[-2, -1],
         image_seq_length=16,

@@ -1,0 +1,58 @@
+"""Given tokens forced through an attached model's `generate` with any paired logits processor (CPN, VCD, ICD, M3ID):
+at each step, what the method combined (log p_c and its prior or contrast log p_d) and what it returned.
+
+`pnd explain --method` shows these per token; lmms-eval's loglikelihood under a method other than cpn scores a
+continuation with them.
+
+Example:
+    >>> import pnd
+    >>> from pnd.testing import tiny_model, tiny_inputs
+    >>> model, processor = tiny_model("llava_onevision")
+    >>> steps = forced_steps(pnd.attach(model), tiny_inputs(processor, "llava_onevision"), pnd.M3ID(), [5, 9])
+    >>> [view.shape[0] for view in steps]  # (steps, vocabulary) each: log p_c, log p_d, M3ID's scores
+    [2, 2, 2]
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import LogitsProcessor
+
+from ..decoding.generation import traced_steps
+from ..decoding.logits_processor import PairedProcessor
+
+
+class _Forced(LogitsProcessor):
+    """Keeps the scores each step hands it (what the processors before it returned), then forces `token_ids`."""
+
+    def __init__(self, token_ids: list[int]):
+        self.token_ids, self.seen = token_ids, []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self.seen.append(scores[0].float())
+        forced = torch.full_like(scores, -torch.inf)
+        forced[:, self.token_ids[len(self.seen) - 1]] = 0
+        return forced
+
+
+@torch.no_grad()
+def forced_steps(model, inputs: dict, method: PairedProcessor, token_ids: list[int],
+                 **generate_kwargs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(log p_c, log p_d, the method's scores), each (len(token_ids), vocabulary) in fp32, at each step of `token_ids`
+    forced after the one prompt of `inputs` (an attached model; `generate_kwargs`: e.g. `prior_inputs` for ICD).
+
+    Raises:
+        ValueError: for a prompt batch, no tokens, or tokens that end the generation early (an end-of-sequence token
+            before the last).
+    """
+    if inputs["input_ids"].shape[0] != 1 or not token_ids:
+        raise ValueError("forced_steps takes one prompt and at least one token.")
+    forced = _Forced(token_ids)
+    with traced_steps() as steps:
+        model.generate(**inputs, max_new_tokens=len(token_ids), do_sample=False, logits_processor=[method, forced],
+                       **generate_kwargs)
+    if len(steps) != len(token_ids):
+        raise ValueError(f"generation stopped after {len(steps)} of the {len(token_ids)} forced tokens: an "
+                         "end-of-sequence token can only be the last.")
+    conditional, contrast = (torch.stack([step[i][0] for step in steps]) for i in (0, 1))
+    return conditional, contrast, torch.stack(forced.seen)
