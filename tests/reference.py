@@ -110,6 +110,11 @@ TEXT_EXPANDED = {
     "nemotron_h_omni": rf"{_NEMOTRON_TUBELET}(?:\n{_NEMOTRON_TUBELET})*|<img>(?:<image>)+</img>",
     "minimax_m3_vl": r"(?:(?:\]<\][0-9.]+ seconds\[>\[)?\]<\]start of image\[>\[(?:\]<\](?:image|video)\[>\[)+"
                      r"\]<\]end of image\[>\[)+",
+    "chameleon": r"<racm3:break>(?:<image>)+<eoss>",
+    "janus": r"<begin_of_image>(?:<image_placeholder>)+<end_of_image>",
+    "emu3": r"<\|image start\|>[0-9]+\*[0-9]+<\|image token\|>(?:<image>)+<\|extra_201\|><\|image end\|>",
+    # Idefics2: fake-token blocks (adjacent fakes merged), and the space its processor puts before a word that follows
+    "idefics2": r"(?:<fake_token_around_image>(?:<image>)+)+<fake_token_around_image>(?: (?=[^\s<]))?",
     # Llama 4: per image, tiles of patches (x separators between tiles of a row, a y separator after each row), then the
     # global view after <|image|>
     "llama4": r"<\|image_start\|>(?:(?:(?:<\|patch\|>)+(?:<\|tile_x_separator\|>)?)+<\|tile_y_separator\|>)*"

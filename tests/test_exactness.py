@@ -8,7 +8,7 @@ from pnd.architectures import architecture_for
 from pnd.attachment import attachment_of
 from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES, TINY_ARCHITECTURES, tiny_inputs
 
-from helpers import PROMPTS
+from helpers import PROMPTS, assert_scores_close
 from reference import PIXEL_KEYS, conditioned_positions, forced_scores, full_logits, greedy, visual_positions
 
 STEPS = 6
@@ -47,8 +47,7 @@ def test_greedy_matches_brute_force(tiny, model_type):
     ref_tokens, ref_scores = greedy(model, inputs, 0.7, STEPS, banned=_eos(model))
     assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1] :], ref_tokens)
     for got, want in zip(out.scores, ref_scores):
-        finite = torch.isfinite(got)
-        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+        assert_scores_close(got, want)
 
 
 @pytest.mark.parametrize("model_type", TINY_ARCHITECTURES)
@@ -200,9 +199,7 @@ def test_sampling_scores_are_reference_scores(tiny, model_type):
     out = generate(model, inputs, alpha=0.5, do_sample=True, top_k=0, top_p=1.0, temperature=1.0, min_new_tokens=STEPS)
     generated = out.sequences[:, inputs["input_ids"].shape[1] :]
     reference = forced_scores(model, inputs, generated, 0.5)
-    got = torch.stack(out.scores, 1)
-    finite = torch.isfinite(got)
-    torch.testing.assert_close(got[finite], reference[finite], atol=1e-4, rtol=0)
+    assert_scores_close(torch.stack(out.scores, 1), reference)
 
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "glm4v", "video_llava", "perception_lm",

@@ -26,6 +26,26 @@ code. What their processors write besides placeholders (transformers 5.23):
   indexers choosing among the kept keys (`pnd/architectures/layers.py`, `pnd._compat.mask_indexer_keys`).
 - Qwen3-Omni thinker: `<|image_pad|>` / `<|video_pad|>` tokens inside the template's vision start/end pair; M-RoPE
   positions with a time stride from `video_second_per_grid`.
+- Qwen2.5-Omni thinker: `<|IMAGE|>` / `<|VIDEO|>` tokens inside the template's `<|vision_bos|>…<|vision_eos|>` pair;
+  M-RoPE as Qwen3-Omni's. Audio (`input_features`, `use_audio_in_video`) is refused at alpha > 0 as for Qwen3-Omni: the
+  prior hides the visual expansion only (audio interleaved with the frames would still reach it).
+- Chameleon: an image is discrete VQ tokens: `<racm3:break>` + `<image>` x 1024 + `<eoss>` (the VQ codes' embeddings
+  replace the `<image>` ones), all of it the expansion; the base model is the language model (no `language_model`).
+  Its forward sets its VQ tokens' logits to the dtype's minimum: the prior's prefill logits get the same
+  (`suppressed_tokens`).
+- Idefics2: its processor's own `__call__` writes `<fake_token_around_image>` + `<image>` tokens +
+  `<fake_token_around_image>` per image (5 blocks with image splitting) and a space after a closing fake token that a
+  word follows; pnd rewrites the prompt as it does to report the spans (`pnd/architectures/idefics2.py`). The token
+  that space merges into (` Describe` after `<image>Describe`) is part of the expansion (docs/design.md §1: it exists
+  only through the insertion). Its processor takes PIL images, paths or URLs only (transformers' `load_image`).
+- Emu3: discrete VQ tokens as Chameleon's: `<|image start|>H*W<|image token|>` + `<image>` x H * (W + 1) +
+  `<|extra_201|><|image end|>` per image, the code grid's size text included; language model at `text_model`. Its
+  processor takes PIL images or numpy arrays only.
+- Janus: `<begin_of_image>` + `<image_placeholder>` tokens + `<end_of_image>` per image (continuous SigLIP features for
+  understanding; its VQ-VAE only generates images), markers included. Its `generate` drops `logits_processor` in
+  text mode (transformers 5.23), which would silently decode without the prior: `JanusArchitecture.prepare` gives the
+  model a `generate` that keeps it.
+- ViP-LLaVA: LLaVA's processor, `<image>` tokens only.
 
 Example:
     >>> import pnd
@@ -33,9 +53,37 @@ Example:
     True
 """
 
+import functools
+
+from transformers import GenerationMixin
+
 from .._compat import mask_indexer_keys, unmask_indexer_keys
+from . import idefics2  # noqa: F401  (Idefics2's processor reports its replacements through it)
 from .qwen2_vl import MRoPEArchitecture
 from .registry import Architecture, register
+
+
+class ChameleonArchitecture(Architecture):
+    """Chameleon: its forward sets the logits of its VQ image tokens to the dtype's minimum (it never writes them)."""
+
+    def suppressed_tokens(self, model) -> list[int]:
+        return model.model.vocabulary_mapping.image_tokens
+
+
+def _janus_generate(model, *args, generation_mode: str = "text", **kwargs):
+    """Janus's `generate` with `logits_processor` kept in text mode (its own drops it: transformers 5.23)."""
+    if generation_mode != "text":
+        return type(model).generate(model, *args, generation_mode=generation_mode, **kwargs)
+    return GenerationMixin.generate(model, *args, guidance_scale=None, **kwargs)
+
+
+class JanusArchitecture(Architecture):
+    """Janus: its `generate` drops the `logits_processor` argument in text mode, so pnd gives the model one that
+    keeps it (as Janus's does otherwise: `GenerationMixin.generate` without classifier-free guidance)."""
+
+    def prepare(self, model) -> None:
+        if "generate" not in vars(model):
+            model.generate = functools.partial(_janus_generate, model)
 
 
 class MiniMaxM3Architecture(Architecture):
@@ -81,3 +129,13 @@ MINIMAX_M3_VL = register(MiniMaxM3Architecture(name="MiniMax-M3-VL", model_types
 GLM5_NEXT = register(Architecture(name="GLM-5-next", model_types=("glm5_next",),
                                   pixel_keys=("pixel_values", "pixel_values_videos"),
                                   token_inputs=("mm_token_type_ids",), reported=True))
+QWEN2_5_OMNI = register(MRoPEArchitecture(name="Qwen2.5-Omni (thinker)", model_types=("qwen2_5_omni_thinker",),
+                                          pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
+CHAMELEON = register(ChameleonArchitecture(name="Chameleon", model_types=("chameleon",), pixel_keys=("pixel_values",),
+                                          reported=True))
+IDEFICS2 = register(Architecture(name="Idefics2", model_types=("idefics2",), pixel_keys=("pixel_values",),
+                                 reported=True))
+EMU3 = register(Architecture(name="Emu3", model_types=("emu3",), pixel_keys=("pixel_values",), reported=True))
+JANUS = register(JanusArchitecture(name="Janus", model_types=("janus",), pixel_keys=("pixel_values",), reported=True))
+VIPLLAVA = register(Architecture(name="ViP-LLaVA", model_types=("vipllava",), pixel_keys=("pixel_values",),
+                                 reported=True))

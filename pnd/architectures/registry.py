@@ -133,9 +133,15 @@ class Architecture:
 
     def language_model(self, model):
         """The decoder that runs on token ids without pixels (the prior's own prefill calls it): `language_model`, or
-        `text_model` (Idefics3, SmolVLM), of the model's base model."""
+        `text_model` (Idefics3, SmolVLM), of the model's base model, else the base model itself (Chameleon: its
+        images are tokens of its own vocabulary, so the base model is the language model)."""
         base = model.model
-        return base.language_model if hasattr(base, "language_model") else base.text_model
+        return next((getattr(base, name) for name in ("language_model", "text_model") if hasattr(base, name)), base)
+
+    def suppressed_tokens(self, model) -> list[int]:
+        """Token ids whose logits the model's own forward sets to the dtype's minimum after its head, which the prior's
+        prefill logits get too: none, except Chameleon's VQ image tokens (`ChameleonArchitecture`)."""
+        return []
 
     def prepare(self, model) -> None:
         """Make `model` ready for pnd (`attach`, `CaptionScorer`): a repair of a known transformers bug, if any."""

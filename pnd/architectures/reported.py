@@ -83,6 +83,9 @@ class ExpansionRecord:
         return torch.from_numpy(np.unpackbits(np.frombuffer(packed, dtype=np.uint8), count=len(ids)).astype(bool))
 
 
+# processors whose own `__call__` writes the expansion (not `get_text_with_replacements`): class name -> a function
+# (processor, the call's args, kwargs) -> per prompt, the replacements it wrote, each {"new_span": (start, end)}
+OWN_REPLACEMENTS: dict = {}
 _RECORDS: weakref.WeakKeyDictionary[object, ExpansionRecord] = weakref.WeakKeyDictionary()
 _CALL = threading.local()  # the replacements of the processor call under way in this thread
 _CARRIERS: weakref.WeakKeyDictionary[object, weakref.WeakSet] = weakref.WeakKeyDictionary()  # -> attached models
@@ -133,6 +136,9 @@ def _record_call(processor, call, args, kwargs):
         return call(*args, **kwargs)
     if "text_replacement_offsets" not in outputs and _CALL.replacements is not None:  # a `__call__` that drops them
         outputs["text_replacement_offsets"] = _CALL.replacements
+    own = OWN_REPLACEMENTS.get(type(processor).__name__)
+    if "text_replacement_offsets" not in outputs and own is not None:  # a `__call__` that replaces by itself
+        outputs["text_replacement_offsets"] = own(processor, args, kwargs)
     if all(key in outputs for key in _ADDED) and "input_ids" in outputs:
         record = _RECORDS.setdefault(processor, ExpansionRecord())
         ids, offsets, masks = outputs["input_ids"], outputs["offset_mapping"], outputs.get("attention_mask", None)

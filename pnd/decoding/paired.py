@@ -89,7 +89,7 @@ def attach(model, processor=None, *, prefill: str = "auto"):
     before = set(vars(model))
     attachment.replaced = {name: vars(model)[name] for name in ("forward", "generate") if name in vars(model)}
     attachment.architecture, attachment.prefill = architecture, prefill
-    architecture.prepare(model)  # first: a repaired forward (the Q-Former families') is the one the attached one calls
+    architecture.prepare(model)  # first: a repaired forward (the Q-Former families') or generate (Janus) is the one the attached one calls
     attachment.forward, attachment.generate = model.forward, model.generate
 
     @functools.wraps(attachment.forward)

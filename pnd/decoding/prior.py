@@ -248,7 +248,7 @@ def output_embeddings(model) -> torch.nn.Module:
 
 def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     """The model's logits for last hidden states, with its final scaling: Granite's `logits_scaling` divisor, Muse
-    Glimmer's `output_multiplier`, Gemma's `final_logit_softcapping`."""
+    Glimmer's `output_multiplier`, Gemma's `final_logit_softcapping`; and the tokens its forward suppresses."""
     configs = (model.config, model.config.get_text_config(decoder=True))
 
     def setting(name: str):  # the first config that sets `name` (top-level or text)
@@ -261,6 +261,8 @@ def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
         logits = logits * multiplier
     if cap := setting("final_logit_softcapping"):
         logits = torch.tanh(logits / cap) * cap
+    if suppressed := architecture_for(model).suppressed_tokens(model):  # Chameleon's image tokens
+        logits[..., suppressed] = torch.finfo(logits.dtype).min
     return logits
 
 

@@ -105,4 +105,9 @@ def load_model(name_or_path: str, device: str = "cpu", dtype: str = "auto", load
     if not device_map:
         model = model.to(device)
     architecture_for(model)
-    return model.eval(), AutoProcessor.from_pretrained(name_or_path)
+    processor = AutoProcessor.from_pretrained(name_or_path)
+    if getattr(processor, "chat_template", None) is None and hasattr(processor, "tokenizer"):
+        # Chameleon's processor takes no chat_template argument, so loading drops the saved one; its tokenizer reads
+        # the same chat_template.jinja
+        processor.chat_template = getattr(processor.tokenizer, "chat_template", None)
+    return model.eval(), processor
