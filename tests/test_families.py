@@ -60,6 +60,7 @@ MORE_THAN_PLACEHOLDERS = {
     "deepseek_vl_hybrid": {"image": False},
     "glm_ocr": {"video": True, "image": False},
     "qianfan_ocr": {"image": True},
+    "exaone4_5": {"video": False, "image": False},
 }
 
 

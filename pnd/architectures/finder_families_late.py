@@ -1,0 +1,48 @@
+"""Late families of issue 36, added by registration through the generic expansion finder (`reported.py`): no
+expansion code. What their processors write besides placeholders (transformers 5.23):
+
+- EXAONE 4.5: Qwen2-VL's processor, `<|image_pad|>` / `<|video_pad|>` tokens only (inside the template's
+  `<|vision_start|>…<|vision_end|>` pair); plain 1-D positions (its `prepare_inputs_for_generation` drops the position
+  ids, the model counts them from the cache); an EXAONE 4 language model of sliding-window layers with RoPE and global
+  layers without. Its `prepare_inputs_for_generation` drops the position ids `generate` made (the model then counts
+  them from the cache, padding included), and pnd's paired prefill reads them: `Exaone4_5Architecture.prepare` gives
+  the model one that passes the positions the model itself would count (0, 1, ... over the whole sequence, left
+  padding included), so decoding with pnd at alpha=0 is bit-identical to the family's own `generate`.
+
+Example:
+    >>> import pnd
+    >>> {"exaone4_5"} <= set(pnd.supported_model_types())
+    True
+"""
+
+import functools
+
+import torch
+
+from .registry import Architecture, register
+
+
+def _exaone4_5_inputs(model, input_ids, **kwargs):
+    """EXAONE 4.5's model inputs with the position ids its forward would count (`arange` over the whole sequence,
+    left padding included) instead of None, for a caller that reads them (pnd's paired prefill)."""
+    inputs = type(model).prepare_inputs_for_generation(model, input_ids, **kwargs)
+    new = inputs.get("input_ids")
+    new = new if new is not None else inputs["inputs_embeds"]
+    if inputs.get("position_ids") is None:
+        total = max(input_ids.shape[1], new.shape[1])  # `input_ids` holds the whole sequence so far
+        positions = torch.arange(total - new.shape[1], total, device=new.device)
+        inputs["position_ids"] = positions.unsqueeze(0).expand(new.shape[0], -1)
+    return inputs
+
+
+class Exaone4_5Architecture(Architecture):
+    """EXAONE 4.5: its `prepare_inputs_for_generation` passes no position ids; pnd gives the model one that passes the
+    model's own (`_exaone4_5_inputs`)."""
+
+    def prepare(self, model) -> None:
+        if "prepare_inputs_for_generation" not in vars(model):
+            model.prepare_inputs_for_generation = functools.partial(_exaone4_5_inputs, model)
+
+
+EXAONE4_5 = register(Exaone4_5Architecture(name="EXAONE 4.5", model_types=("exaone4_5",),
+                                  pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
