@@ -42,7 +42,7 @@ GLM4V = (("image_start_token_id", "image_end_token_id"), ("video_start_token_id"
 # families whose template wraps the processor's whole expansion in (start, end) token pairs (config attribute names)
 DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "glm4v_moe": GLM4V, "qwen3_5": QWEN3_VL,
              "qwen3_5_moe": QWEN3_VL, "glm46v": GLM4V, "cosmos3_omni": QWEN3_VL, "cohere_compass": QWEN3_VL,
-             "qwen4_exp": QWEN3_VL, "glm_ocr": GLM4V}
+             "qwen4_exp": QWEN3_VL, "glm_ocr": GLM4V, "glmga": GLM4V}
 # layer_types where masking is not removal: recurrent layers (Qwen3.5, LFM2, Nemotron-H's Mamba-2, GLM-5-next's KDA)
 # and indexed attention (an indexer picks keys before any mask applies: GLM-5-next, Qwen4; MiniMax-M3, whose indexer
 # pools keys by position here: `position_binned_indexers`)

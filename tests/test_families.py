@@ -61,6 +61,7 @@ MORE_THAN_PLACEHOLDERS = {
     "glm_ocr": {"video": True, "image": False},
     "qianfan_ocr": {"image": True},
     "exaone4_5": {"video": False, "image": False},
+    "glmga": {"video": True, "image": False},
 }
 
 
@@ -284,7 +285,7 @@ def test_internvl_videos_of_different_frame_counts_are_an_error(tiny):
     # through the generic finder: Gemma 4 `mm:ss`, Cosmos 3 / Cohere Compass / LFM3-VL `<t seconds>`, GLM-4.6V
     # `t seconds`, Muse Glimmer `Time: t.ts`
     *((t, (2, 1)) for t in ("gemma4", "gemma4_unified", "cosmos3_edge", "cosmos3_omni", "cohere_compass", "glm46v",
-                            "lfm3_vl", "glm_ocr")),
+                            "lfm3_vl", "glm_ocr", "glmga")),
     ("muse_glimmer", (2, 4)),
 ])
 def test_prior_hides_the_timestamps_the_processor_writes(tiny, model_type, fps):

@@ -8,10 +8,15 @@ expansion code. What their processors write besides placeholders (transformers 5
   them from the cache, padding included), and pnd's paired prefill reads them: `Exaone4_5Architecture.prepare` gives
   the model one that passes the positions the model itself would count (0, 1, ... over the whole sequence, left
   padding included), so decoding with pnd at alpha=0 is bit-identical to the family's own `generate`.
+- Glmga: GLM-4.6V's model (transformers maps the type to `Glm46VForConditionalGeneration`) and processor (it has no
+  Glmga processor class; Glmga's image and video processors only change the resize factor and frame sampling): a video
+  is, per frame group, `<|begin_of_image|>` + `<|image|>` tokens + `<|end_of_image|>` + `t seconds`, an image
+  `<|image|>` tokens only; M-RoPE positions from `mm_token_type_ids`. Video with beam search crashes inside
+  transformers' `generate` itself, as GLM-4.6V's: its tests run beam search on images.
 
 Example:
     >>> import pnd
-    >>> {"exaone4_5"} <= set(pnd.supported_model_types())
+    >>> {"exaone4_5", "glmga"} <= set(pnd.supported_model_types())
     True
 """
 
@@ -19,6 +24,7 @@ import functools
 
 import torch
 
+from .qwen2_vl import MRoPEArchitecture
 from .registry import Architecture, register
 
 
@@ -46,3 +52,5 @@ class Exaone4_5Architecture(Architecture):
 
 EXAONE4_5 = register(Exaone4_5Architecture(name="EXAONE 4.5", model_types=("exaone4_5",),
                                   pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
+GLMGA = register(MRoPEArchitecture(name="Glmga", model_types=("glmga",), pixel_keys=("pixel_values", "pixel_values_videos"),
+                                   token_inputs=("mm_token_type_ids",), reported=True))
