@@ -79,6 +79,9 @@ _MINICPMV = (rf"(?:<image_id>[0-9]+</image_id>)?(?:<image>{_MINICPMV_PADS}</imag
 _NEMOTRON_TUBELET = r"Frame [0-9]+(?: sampled at [0-9.]+ seconds)?(?: and frame [0-9]+(?: sampled at [0-9.]+ seconds)?)*: " \
                     r"<img>(?:<image>)+</img>"
 _SECONDS_FRAMES = r"(?:<[0-9.]+ seconds><\|vision_start\|>(?:<\|video_pad\|>)+<\|vision_end\|>)+|(?:<\|image_pad\|>)+"
+# Muse Glimmer and Muse Spark: `<|vid_start|>`, per frame group `Time: t.ts` + placeholders, separators, `<|vid_end|>`
+_MUSE = (r"<\|vid_start\|>Time: [0-9.]+s(?:<\|video\|>)+(?:<\|vid_frame_separator\|>Time: [0-9.]+s(?:<\|video\|>)+)*"
+         r"<\|vid_end\|>|<\|image_start\|>(?:<\|patch\|>)+<\|image_end\|>")
 TEXT_EXPANDED = {
     "internvl": rf"Frame1: {_INTERNVL_FRAME}(?:\nFrame[0-9]+: {_INTERNVL_FRAME})*|{_INTERNVL_FRAME}",
     "smolvlm": r"You are provided the following series of [a-z -]+ frames from a [0-9:]+ \[H:MM:SS\] video\.\n"
@@ -102,8 +105,8 @@ TEXT_EXPANDED = {
     "lfm3_vl": _SECONDS_FRAMES,
     "kimi_k25": r"(?:[0-9:.]+<\|media_begin\|>video<\|media_content\|>(?:<\|kimi_k25_video_placeholder\|>)+"
                 r"<\|media_end\|>)+|(?:<\|media_pad\|>)+",
-    "muse_glimmer": r"<\|vid_start\|>Time: [0-9.]+s(?:<\|video\|>)+(?:<\|vid_frame_separator\|>Time: [0-9.]+s"
-                    r"(?:<\|video\|>)+)*<\|vid_end\|>|<\|image_start\|>(?:<\|patch\|>)+<\|image_end\|>",
+    "muse_glimmer": _MUSE,
+    "muse_spark": _MUSE,
     "minicpm_ocr": _MINICPMV,
     "step3p7": r"(?:<patch_start>(?:<im_patch>)+<patch_end>(?:<patch_newline>)?)*<im_start>(?:<im_patch>)+<im_end>",
     "minicpmv4_7": _MINICPMV,

@@ -62,6 +62,7 @@ MORE_THAN_PLACEHOLDERS = {
     "qianfan_ocr": {"image": True},
     "exaone4_5": {"video": False, "image": False},
     "glmga": {"video": True, "image": False},
+    "muse_spark": {"video": True, "image": True},
 }
 
 
@@ -286,7 +287,7 @@ def test_internvl_videos_of_different_frame_counts_are_an_error(tiny):
     # `t seconds`, Muse Glimmer `Time: t.ts`
     *((t, (2, 1)) for t in ("gemma4", "gemma4_unified", "cosmos3_edge", "cosmos3_omni", "cohere_compass", "glm46v",
                             "lfm3_vl", "glm_ocr", "glmga")),
-    ("muse_glimmer", (2, 4)),
+    ("muse_glimmer", (2, 4)), ("muse_spark", (2, 4)),
 ])
 def test_prior_hides_the_timestamps_the_processor_writes(tiny, model_type, fps):
     """Two videos whose expansions differ only in their timestamps (SmolVLM: the intro's duration and `Frame from

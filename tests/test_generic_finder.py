@@ -119,7 +119,7 @@ def test_outputs_the_caller_asked_for_stay(tiny):
 # transformers upgrade fails the test below until it is supported or refused for a structural reason.
 NOT_SUPPORTED_YET = (
     "deepseek_ocr2", "dots3_note", "fuyu", "got_ocr2", "hyperclovax_vision_v2", "inkling2",
-    "inkling_mm_model", "kosmos-2", "kosmos-2.5", "mistral_large4", "muse_spark", "unlimited_ocr",
+    "inkling_mm_model", "kosmos-2", "kosmos-2.5", "mistral_large4", "unlimited_ocr",
 )
 
 

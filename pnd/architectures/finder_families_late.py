@@ -13,10 +13,14 @@ expansion code. What their processors write besides placeholders (transformers 5
   is, per frame group, `<|begin_of_image|>` + `<|image|>` tokens + `<|end_of_image|>` + `t seconds`, an image
   `<|image|>` tokens only; M-RoPE positions from `mm_token_type_ids`. Video with beam search crashes inside
   transformers' `generate` itself, as GLM-4.6V's: its tests run beam search on images.
+- Muse Spark: Muse Glimmer's format (`<|vid_start|>`, per frame group `Time: t.ts` + `<|video|>` tokens, groups
+  separated by `<|vid_frame_separator|>`, then `<|vid_end|>`; an image `<|image_start|>…<|image_end|>`), on a
+  mixture-of-experts language model of sliding-window RoPE layers around NoPE full-attention layers. Its audio
+  (`<|soft_audio_start|>` + `<|audio|>` tokens + `<|soft_audio_end|>`, also a reported replacement) is untested.
 
 Example:
     >>> import pnd
-    >>> {"exaone4_5", "glmga"} <= set(pnd.supported_model_types())
+    >>> {"exaone4_5", "glmga", "muse_spark"} <= set(pnd.supported_model_types())
     True
 """
 
@@ -54,3 +58,5 @@ EXAONE4_5 = register(Exaone4_5Architecture(name="EXAONE 4.5", model_types=("exao
                                   pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
 GLMGA = register(MRoPEArchitecture(name="Glmga", model_types=("glmga",), pixel_keys=("pixel_values", "pixel_values_videos"),
                                    token_inputs=("mm_token_type_ids",), reported=True))
+MUSE_SPARK = register(Architecture(name="Muse Spark", model_types=("muse_spark",),
+                                   pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
