@@ -107,6 +107,8 @@ TEXT_EXPANDED = {
                 r"<\|media_end\|>)+|(?:<\|media_pad\|>)+",
     "muse_glimmer": _MUSE,
     "muse_spark": _MUSE,
+    # the video's duration (the template's `"video_duration": <|video_duration|>`) and the placeholders
+    "hyperclovax_vision_v2": r'(?<="video_duration": )[0-9.]+|(?:<\|video_pad\|>)+|(?:<\|image_pad\|>)+',
     "minicpm_ocr": _MINICPMV,
     "step3p7": r"(?:<patch_start>(?:<im_patch>)+<patch_end>(?:<patch_newline>)?)*<im_start>(?:<im_patch>)+<im_end>",
     "minicpmv4_7": _MINICPMV,

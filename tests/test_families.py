@@ -385,3 +385,15 @@ def test_smolvlm_blank_prior_uses_frames_that_are_not_all_zero(tiny):
         finite = torch.isfinite(scores)
         torch.testing.assert_close(scores[finite], want[finite], atol=1e-4, rtol=0)
         ids = torch.cat([ids, scores.argmax(-1, keepdim=True)], 1)
+
+
+def test_hyperclovax_video_duration_is_reported(tiny):
+    """HyperCLOVAX Vision V2's processor writes each video's duration where its template writes `<|video_duration|>`,
+    without reporting it; pnd reports it too (`reported.WRITTEN_UNREPORTED`): the reported expansion is the reference's
+    reading of the prompt, the duration's tokens included. (The family is refused for its logits scaling: refused.py.)"""
+    model, processor = tiny("hyperclovax_vision_v2")
+    ids, replaced = _expansions(processor, "video")
+    assert torch.equal(visual_positions(model, ids), replaced)
+    assert bool((replaced & (ids != model.config.video_token_id)).any())  # the duration's tokens
+    with pytest.raises(Exception, match="logits_scaling"):  # refused, with its reason
+        pnd.attach(model, processor)
