@@ -42,7 +42,7 @@ GLM4V = (("image_start_token_id", "image_end_token_id"), ("video_start_token_id"
 # families whose template wraps the processor's whole expansion in (start, end) token pairs (config attribute names)
 DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "glm4v_moe": GLM4V, "qwen3_5": QWEN3_VL,
              "qwen3_5_moe": QWEN3_VL, "glm46v": GLM4V, "cosmos3_omni": QWEN3_VL, "cohere_compass": QWEN3_VL,
-             "qwen4_exp": QWEN3_VL, "glm_ocr": GLM4V}
+             "qwen4_exp": QWEN3_VL, "glm_ocr": GLM4V, "glmga": GLM4V}
 # layer_types where masking is not removal: recurrent layers (Qwen3.5, LFM2, Nemotron-H's Mamba-2, GLM-5-next's KDA)
 # and indexed attention (an indexer picks keys before any mask applies: GLM-5-next, Qwen4; MiniMax-M3, whose indexer
 # pools keys by position here: `position_binned_indexers`)
@@ -79,6 +79,9 @@ _MINICPMV = (rf"(?:<image_id>[0-9]+</image_id>)?(?:<image>{_MINICPMV_PADS}</imag
 _NEMOTRON_TUBELET = r"Frame [0-9]+(?: sampled at [0-9.]+ seconds)?(?: and frame [0-9]+(?: sampled at [0-9.]+ seconds)?)*: " \
                     r"<img>(?:<image>)+</img>"
 _SECONDS_FRAMES = r"(?:<[0-9.]+ seconds><\|vision_start\|>(?:<\|video_pad\|>)+<\|vision_end\|>)+|(?:<\|image_pad\|>)+"
+# Muse Glimmer and Muse Spark: `<|vid_start|>`, per frame group `Time: t.ts` + placeholders, separators, `<|vid_end|>`
+_MUSE = (r"<\|vid_start\|>Time: [0-9.]+s(?:<\|video\|>)+(?:<\|vid_frame_separator\|>Time: [0-9.]+s(?:<\|video\|>)+)*"
+         r"<\|vid_end\|>|<\|image_start\|>(?:<\|patch\|>)+<\|image_end\|>")
 TEXT_EXPANDED = {
     "internvl": rf"Frame1: {_INTERNVL_FRAME}(?:\nFrame[0-9]+: {_INTERNVL_FRAME})*|{_INTERNVL_FRAME}",
     "smolvlm": r"You are provided the following series of [a-z -]+ frames from a [0-9:]+ \[H:MM:SS\] video\.\n"
@@ -102,8 +105,10 @@ TEXT_EXPANDED = {
     "lfm3_vl": _SECONDS_FRAMES,
     "kimi_k25": r"(?:[0-9:.]+<\|media_begin\|>video<\|media_content\|>(?:<\|kimi_k25_video_placeholder\|>)+"
                 r"<\|media_end\|>)+|(?:<\|media_pad\|>)+",
-    "muse_glimmer": r"<\|vid_start\|>Time: [0-9.]+s(?:<\|video\|>)+(?:<\|vid_frame_separator\|>Time: [0-9.]+s"
-                    r"(?:<\|video\|>)+)*<\|vid_end\|>|<\|image_start\|>(?:<\|patch\|>)+<\|image_end\|>",
+    "muse_glimmer": _MUSE,
+    "muse_spark": _MUSE,
+    # the video's duration (the template's `"video_duration": <|video_duration|>`) and the placeholders
+    "hyperclovax_vision_v2": r'(?<="video_duration": )[0-9.]+|(?:<\|video_pad\|>)+|(?:<\|image_pad\|>)+',
     "minicpm_ocr": _MINICPMV,
     "step3p7": r"(?:<patch_start>(?:<im_patch>)+<patch_end>(?:<patch_newline>)?)*<im_start>(?:<im_patch>)+<im_end>",
     "minicpmv4_7": _MINICPMV,

@@ -15,7 +15,7 @@ STEPS = 6
 FINDER = (*FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)  # the families added through the generic finder
 # video + beam search crashes in transformers itself: GLM-4V, GLM-4.6V, GLM-5-next and GLM-OCR; Nemotron-H Omni, whose video
 # tokens are image tokens, which generate's expansion of the encoder outputs per beam counts as video tokens
-VIDEO_BEAM_CRASHES = ("glm4v", "glm46v", "glm5_next", "nemotron_h_omni", "glm_ocr")
+VIDEO_BEAM_CRASHES = ("glm4v", "glm46v", "glm5_next", "nemotron_h_omni", "glm_ocr", "glmga")
 # plain `generate` crashes on any expansion of the batch (beams, num_return_sequences) in transformers itself, images
 # included: Llama 4 (generate expands encoded images through their pooler_output, which Llama 4's vision model leaves
 # empty: its features stay the unexpanded batch's). `test_plain_generate_crashes_on_expanded_batches` shows it

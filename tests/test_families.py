@@ -60,6 +60,9 @@ MORE_THAN_PLACEHOLDERS = {
     "deepseek_vl_hybrid": {"image": False},
     "glm_ocr": {"video": True, "image": False},
     "qianfan_ocr": {"image": True},
+    "exaone4_5": {"video": False, "image": False},
+    "glmga": {"video": True, "image": False},
+    "muse_spark": {"video": True, "image": True},
 }
 
 
@@ -283,8 +286,8 @@ def test_internvl_videos_of_different_frame_counts_are_an_error(tiny):
     # through the generic finder: Gemma 4 `mm:ss`, Cosmos 3 / Cohere Compass / LFM3-VL `<t seconds>`, GLM-4.6V
     # `t seconds`, Muse Glimmer `Time: t.ts`
     *((t, (2, 1)) for t in ("gemma4", "gemma4_unified", "cosmos3_edge", "cosmos3_omni", "cohere_compass", "glm46v",
-                            "lfm3_vl", "glm_ocr")),
-    ("muse_glimmer", (2, 4)),
+                            "lfm3_vl", "glm_ocr", "glmga")),
+    ("muse_glimmer", (2, 4)), ("muse_spark", (2, 4)),
 ])
 def test_prior_hides_the_timestamps_the_processor_writes(tiny, model_type, fps):
     """Two videos whose expansions differ only in their timestamps (SmolVLM: the intro's duration and `Frame from
@@ -382,3 +385,15 @@ def test_smolvlm_blank_prior_uses_frames_that_are_not_all_zero(tiny):
         finite = torch.isfinite(scores)
         torch.testing.assert_close(scores[finite], want[finite], atol=1e-4, rtol=0)
         ids = torch.cat([ids, scores.argmax(-1, keepdim=True)], 1)
+
+
+def test_hyperclovax_video_duration_is_reported(tiny):
+    """HyperCLOVAX Vision V2's processor writes each video's duration where its template writes `<|video_duration|>`,
+    without reporting it; pnd reports it too (`reported.WRITTEN_UNREPORTED`): the reported expansion is the reference's
+    reading of the prompt, the duration's tokens included. (The family is refused for its logits scaling: refused.py.)"""
+    model, processor = tiny("hyperclovax_vision_v2")
+    ids, replaced = _expansions(processor, "video")
+    assert torch.equal(visual_positions(model, ids), replaced)
+    assert bool((replaced & (ids != model.config.video_token_id)).any())  # the duration's tokens
+    with pytest.raises(Exception, match="logits_scaling"):  # refused, with its reason
+        pnd.attach(model, processor)

@@ -86,6 +86,10 @@ class ExpansionRecord:
 # processors whose own `__call__` writes the expansion (not `get_text_with_replacements`): class name -> a function
 # (processor, the call's args, kwargs) -> per prompt, the replacements it wrote, each {"new_span": (start, end)}
 OWN_REPLACEMENTS: dict = {}
+# processors whose `get_text_with_replacements` writes text it does not report before making its replacements: class
+# name -> a function (processor, the prompts it is given) -> per prompt, the (start, end) spans of what it writes, in
+# the text its replacements are then made in (HyperCLOVAX Vision V2's video durations)
+WRITTEN_UNREPORTED: dict = {}
 _RECORDS: weakref.WeakKeyDictionary[object, ExpansionRecord] = weakref.WeakKeyDictionary()
 _CALL = threading.local()  # the replacements of the processor call under way in this thread
 _CARRIERS: weakref.WeakKeyDictionary[object, weakref.WeakSet] = weakref.WeakKeyDictionary()  # -> attached models
@@ -167,6 +171,18 @@ def _rebuilt(rebuild, args, role: str | None):
     return restored
 
 
+def _moved(span: tuple[int, int], replacements: list[dict]) -> tuple[int, int]:
+    """`span` of a text, in the text after `replacements` (each with its `span` before and `new_span` after) were made.
+
+    Example:
+        >>> _moved((10, 12), [{"span": (2, 4), "new_span": (2, 7)}, {"span": (20, 21), "new_span": (23, 30)}])
+        (13, 15)
+    """
+    shift = sum((r["new_span"][1] - r["new_span"][0]) - (r["span"][1] - r["span"][0])
+                for r in replacements if r["span"][1] <= span[0])
+    return span[0] + shift, span[1] + shift
+
+
 @functools.cache
 def _pnd_class(cls: type, role: str) -> type:
     """`cls` with pnd's methods (same name, so saving it writes the same class): a processor whose calls report their
@@ -176,7 +192,12 @@ def _pnd_class(cls: type, role: str) -> type:
         return _record_call(self, super(subclass, self).__call__, args, kwargs)
 
     def get_text_with_replacements(self, *args, **kwargs):  # kept for a `__call__` that discards them (Nemotron-H)
+        unreported = WRITTEN_UNREPORTED.get(cls.__name__)
+        written = unreported(self, args[0] if args else kwargs["text"]) if unreported is not None else None
         text, _CALL.replacements = super(subclass, self).get_text_with_replacements(*args, **kwargs)
+        if written is not None:
+            _CALL.replacements = [[*row, *({"new_span": _moved(span, row)} for span in spans)]
+                                  for row, spans in zip(_CALL.replacements, written)]
         return text, _CALL.replacements
 
     def __reduce_ex__(self, protocol):  # pickled as the original class; a copy of a carrying processor carries too
