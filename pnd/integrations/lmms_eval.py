@@ -33,6 +33,7 @@ from ..decoding.methods import method as registered_method
 from ..decoding.paired import attach
 from ..extras import require
 from ..io.loading import load_model
+from ..io.prompts import pixel_values_kwargs
 from ..io.video import read_video
 from ..scoring.forced import forced_steps
 from ..scoring.scorer import CaptionScorer
@@ -126,7 +127,7 @@ class PndHf(lmms):
         side, self.tokenizer.padding_side = self.tokenizer.padding_side, "left"
         try:
             inputs = self.processor(text=texts, images=images or None, videos=videos or None, return_tensors="pt",
-                                    padding=True)
+                                    padding=True, **pixel_values_kwargs(self.processor))
         finally:
             self.tokenizer.padding_side = side
         return inputs.to(self.model.device)
