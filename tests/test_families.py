@@ -61,6 +61,7 @@ MORE_THAN_PLACEHOLDERS = {
     "glm_ocr": {"video": True, "image": False},
     "qianfan_ocr": {"image": True},
     "fuyu": {"image": True},
+    "deepseek_ocr2": {"image": False},
 }
 
 

@@ -65,6 +65,6 @@ REFUSED: dict[str, str] = {
                 "multi_page=True, which a saved processor does not keep), the batches pnd's lmms-eval model and "
                 "pnd.testing.tiny_inputs build; its expansion itself is placeholders only (`<imgpad>`)",
     **dict.fromkeys((
-        "deepseek_ocr2", "exaone4_5", "glmga", "hyperclovax_vision_v2", "muse_spark",
+        "exaone4_5", "glmga", "hyperclovax_vision_v2", "muse_spark",
     ), _UNTESTED),
 }
