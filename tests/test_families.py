@@ -10,7 +10,7 @@ import torch
 import pnd
 from pnd.architectures import Architecture, architecture_for
 from pnd.attachment import attachment_of
-from pnd.io.prompts import video_prompt
+from pnd.io.prompts import images_for, video_prompt
 from pnd.testing import FINDER_VIDEO_ARCHITECTURES, random_video
 from pnd.testing import tiny_inputs as tiny_inputs_of
 
@@ -32,7 +32,8 @@ def _expansions(processor, modality):
     """(input_ids, processor's replaced-span mask) of a left-padded batch of two prompts with one visual each."""
     texts = [video_prompt(processor, p, modality) for p in ("Describe it.", "what colour is the shape? answer.")]
     if modality == "image":
-        return processor_expansion(processor, texts, images=[[random_video(i, frames=1, size=64)[0]] for i in range(2)])
+        return processor_expansion(processor, texts,
+                                   images=images_for(processor, [[random_video(i, frames=1, size=64)[0]] for i in range(2)]))
     return processor_expansion(processor, texts, videos=[random_video(0), random_video(1)],
                                video_metadata=_metadata(2) * 2)
 
@@ -62,6 +63,7 @@ MORE_THAN_PLACEHOLDERS = {
     "qianfan_ocr": {"image": True},
     "fuyu": {"image": True},
     "deepseek_ocr2": {"image": False},
+    "got_ocr2": {"image": False},
 }
 
 

@@ -12,7 +12,7 @@ from transformers import DynamicCache
 
 import pnd
 from pnd.architectures import architecture_for
-from pnd.io.prompts import pixel_values_kwargs
+from pnd.io.prompts import images_for, pixel_values_kwargs
 from pnd.testing import TINY_ARCHITECTURES, random_video, tiny_inputs
 
 from helpers import PROMPTS
@@ -255,7 +255,9 @@ def icd_of(processor, model_type, prompts=PROMPTS):
         return left_padded([pnd.icd_inputs(processor, m, **v, **current) for m, v in rows],
                            processor.tokenizer.pad_token_id)
     together = {key: [x for _, v in rows for x in v[key]] for key in rows[0][1]}
-    return pnd.icd_inputs(processor, [m for m, _ in rows], **together, **current)
+    together["images"] = images_for(processor, together["images"]) if "images" in together else None
+    return pnd.icd_inputs(processor, [m for m, _ in rows], **{k: v for k, v in together.items() if v is not None},
+                          **current)
 
 
 @pytest.mark.parametrize("model_type", TINY_ARCHITECTURES)

@@ -61,9 +61,6 @@ REFUSED: dict[str, str] = {
                   "them: Kosmos-2.5 derives its sinusoidal positions inside from the padding tokens and the cache "
                   "length), while pnd's paired prefill and decoding steps read them; its image features do fill tokens "
                   "of the prompt (`image_embeds_position_mask`)",
-    "got_ocr2": f"{_NOT_YET}: GOT-OCR 2.0's processor refuses one list of images per prompt (nested lists need "
-                "multi_page=True, which a saved processor does not keep), the batches pnd's lmms-eval model and "
-                "pnd.testing.tiny_inputs build; its expansion itself is placeholders only (`<imgpad>`)",
     **dict.fromkeys((
         "exaone4_5", "glmga", "hyperclovax_vision_v2", "muse_spark",
     ), _UNTESTED),

@@ -40,3 +40,15 @@ def pixel_values_kwargs(processor) -> dict:
     calls = (cls.__dict__["__call__"] for cls in type(processor).__mro__ if "__call__" in cls.__dict__)
     legacy = any("return_legacy_image_output" in inspect.signature(call).parameters for call in calls)
     return {"return_legacy_image_output": False} if legacy else {}
+
+
+def images_for(processor, images: list[list]) -> list:
+    """`images` (one list per prompt) as `processor` takes them: a flat list where each prompt has one image and the
+    processor refuses nested lists (GOT-OCR 2.0's, unless called with `multi_page=True`), else as given.
+
+    Example:
+        >>> images_for(object(), [["a"], ["b"]])
+        [['a'], ['b']]
+    """
+    flat = getattr(processor, "multi_page", None) is False and all(len(group) == 1 for group in images)
+    return [group[0] for group in images] if flat else images
