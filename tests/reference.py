@@ -132,6 +132,9 @@ TEXT_EXPANDED = {
                        r"(?:\n<fake_token_around_image><global-img>(?:<image>)+<fake_token_around_image>)?",
     "ovis2": r"<IMG_START>(?:<IMG_ATOM>)+<IMG_GRID>(?:(?:<IMG_ATOM>)+(?:<IMG_COL>|<IMG_ROW>)?)*<IMG_END>",
     "qianfan_ocr": r"<img>(?:<IMG_CONTEXT>)+</img>",
+    # issue 36 (pnd/architectures/fuyu.py): per row of patches, `|SPEAKER|` tokens and a `|NEWLINE|` (its processor's
+    # `<s>` after them is the prompt's text: `TEXT_IN_REPLACEMENT`)
+    "fuyu": r"(?:(?:\|SPEAKER\|)+\|NEWLINE\|)+",
 }
 
 TEXT_EXPANDED["gemma4_unified"] = TEXT_EXPANDED["gemma4"]
@@ -217,12 +220,26 @@ def placeholders_only_removed(model, inputs, sequence):
     return kept_tokens_logits(model, sequence, kept, conditioned_positions(model, sequence, mask, inputs))
 
 
+# text a processor writes inside its replacement that a prompt without an image has too, which the family's rule keeps
+# in the prior: Fuyu's `<s>` after the image (pnd/architectures/fuyu.py)
+TEXT_IN_REPLACEMENT = {"fuyu": "<s>"}
+
+
+def text_in_replacement(processor, model_type: str, ids: torch.Tensor) -> torch.Tensor:
+    """Mask of the family's `TEXT_IN_REPLACEMENT` tokens in `ids` (none for most families)."""
+    text = TEXT_IN_REPLACEMENT.get(model_type)
+    return torch.zeros_like(ids, dtype=torch.bool) if text is None else ids == processor.tokenizer.convert_tokens_to_ids(
+        text)
+
+
 def processor_expansion(processor, text, **visuals):
     """(input_ids, mask of the tokens holding a character the processor inserted), from the processor's own offsets.
 
     A token that merges inserted text with the template's (Gemma 3's `\n\n` after a template newline) counts."""
     out = processor(text=text, **visuals, return_tensors="pt", padding=True, return_text_replacement_offsets=True,
                     return_offsets_mapping=True)
+    if "offset_mapping" not in out:  # Fuyu tokenizes parts of the prompt apart and returns no offsets
+        return out["input_ids"], _decoded_replacements(processor.tokenizer, out)
     mask = torch.zeros_like(out["input_ids"], dtype=torch.bool)
     for row, replacements in enumerate(out["text_replacement_offsets"]):
         starts, ends = out["offset_mapping"][row].unbind(-1)
@@ -230,6 +247,22 @@ def processor_expansion(processor, text, **visuals):
             begin, end = replacement["new_span"]
             mask[row] |= (starts < end) & (ends > begin)  # any token holding an inserted character
     return out["input_ids"], mask
+
+
+def _decoded_replacements(tokenizer, out):
+    """The tokens holding a character of each replacement, read from the attended tokens' decoded text, which must
+    hold the replacement's text at its span."""
+    mask = torch.zeros_like(out["input_ids"], dtype=torch.bool)
+    for row, replacements in enumerate(out["text_replacement_offsets"]):
+        kept = out["attention_mask"][row].bool()
+        pieces = [tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in out["input_ids"][row][kept]]
+        ends = torch.tensor([len(p) for p in pieces]).cumsum(0)
+        starts = ends - torch.tensor([len(p) for p in pieces])
+        for replacement in replacements:
+            begin, end = replacement["new_span"]
+            assert "".join(pieces)[begin:end] == replacement["replacement"]
+            mask[row, kept.nonzero().flatten()] |= (starts < end) & (ends > begin)
+    return mask
 
 
 def conditioned_positions(model, input_ids, mask, inputs):

@@ -18,8 +18,9 @@ FINDER = (*FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)  # the famil
 VIDEO_BEAM_CRASHES = ("glm4v", "glm46v", "glm5_next", "nemotron_h_omni", "glm_ocr", "glmga")
 # plain `generate` crashes on any expansion of the batch (beams, num_return_sequences) in transformers itself, images
 # included: Llama 4 (generate expands encoded images through their pooler_output, which Llama 4's vision model leaves
-# empty: its features stay the unexpanded batch's). `test_plain_generate_crashes_on_expanded_batches` shows it
-EXPANSION_CRASHES = ("llama4",)
+# empty: its features stay the unexpanded batch's; Fuyu's projected patches likewise, its image features have no
+# pooler_output). `test_plain_generate_crashes_on_expanded_batches` shows it
+EXPANSION_CRASHES = ("llama4", "fuyu")
 # the processor prepends 4 frames' placeholders whatever it is given: an image (one frame) crashes in transformers'
 # own generate (InstructBLIP-Video)
 VIDEO_ONLY = ("instructblipvideo",)

@@ -21,6 +21,7 @@ from lmms_eval.tasks.mvbench.utils import mvbench_aggregate_results, mvbench_doc
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from pnd.attachment import attachment_of
+from pnd.io.prompts import pixel_values_kwargs
 from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES
 
 from lmms_eval_fixtures import (
@@ -80,7 +81,7 @@ class Reference:
         prompt = self.processor.apply_chat_template(
             [{"role": "user", "content": [{"type": kind}, {"type": "text", "text": text}]}], add_generation_prompt=True)
         visual = {"images": [image]} if image is not None else {"videos": [video]}
-        return self.processor(text=[prompt], **visual, return_tensors="pt")
+        return self.processor(text=[prompt], **visual, return_tensors="pt", **pixel_values_kwargs(self.processor))
 
     def generate(self, inputs, alpha, steps=6):
         """Brute-force normalized greedy decoding, cut after the end-of-turn token as generate stops there."""

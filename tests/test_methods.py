@@ -12,6 +12,7 @@ from transformers import DynamicCache
 
 import pnd
 from pnd.architectures import architecture_for
+from pnd.io.prompts import images_for, pixel_values_kwargs
 from pnd.testing import TINY_ARCHITECTURES, random_video, tiny_inputs
 
 from helpers import PROMPTS
@@ -249,10 +250,14 @@ def icd_of(processor, model_type, prompts=PROMPTS):
     visuals = [random_video(i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]
     rows = [([{"role": "user", "content": [{"type": kind}, {"type": "text", "text": p}]}],
              {"videos": [v]} if kind == "video" else {"images": [[v[0]]]}) for p, v in zip(prompts, visuals)]
+    current = pixel_values_kwargs(processor)  # Fuyu's pixel_values, not its deprecated image_patches
     if model_type in ONE_VIDEO_PER_CALL:
-        return left_padded([pnd.icd_inputs(processor, m, **v) for m, v in rows], processor.tokenizer.pad_token_id)
+        return left_padded([pnd.icd_inputs(processor, m, **v, **current) for m, v in rows],
+                           processor.tokenizer.pad_token_id)
     together = {key: [x for _, v in rows for x in v[key]] for key in rows[0][1]}
-    return pnd.icd_inputs(processor, [m for m, _ in rows], **together)
+    together["images"] = images_for(processor, together["images"]) if "images" in together else None
+    return pnd.icd_inputs(processor, [m for m, _ in rows], **{k: v for k, v in together.items() if v is not None},
+                          **current)
 
 
 @pytest.mark.parametrize("model_type", TINY_ARCHITECTURES)

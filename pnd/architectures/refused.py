@@ -18,22 +18,18 @@ def _layers(types: str) -> str:
     return f"{_PENDING} ({types}): see the new-layer-types work"
 
 
-_UNTESTED = ("not yet tested with pnd: no tiny-model brute-force tests (the generic expansion finder may already "
-             "cover it)")
-
-
 _NOT_YET = "not yet supported"  # a family pnd could serve, whose mechanism it lacks (the reason names it)
 
 
 def pending(reason: str) -> bool:
-    """Whether a refusal is work left to pnd (untested, a layer type or a mechanism not handled yet), not a structural
+    """Whether a refusal is work left to pnd (a layer type or a mechanism not handled yet), not a structural
     reason.
 
     Example:
         >>> pending(REFUSED["florence2"])
         False
     """
-    return reason.startswith((_UNTESTED, _PENDING, _NOT_YET))
+    return reason.startswith((_PENDING, _NOT_YET))
 
 
 REFUSED: dict[str, str] = {
@@ -57,12 +53,10 @@ REFUSED: dict[str, str] = {
                 "ids (Kosmos-2 derives them inside from the padding tokens and the cache length), while pnd's paired "
                 "prefill and decoding steps read them; its image features do fill tokens of the prompt "
                 "(`image_embeds_position_mask`)",
-    "got_ocr2": f"{_NOT_YET}: GOT-OCR 2.0's processor refuses one list of images per prompt (nested lists need "
-                "multi_page=True, which a saved processor does not keep), the batches pnd's lmms-eval model and "
-                "pnd.testing.tiny_inputs build; its expansion itself is placeholders only (`<imgpad>`)",
-    **dict.fromkeys((
-        "deepseek_ocr2", "fuyu", "kosmos-2.5",
-    ), _UNTESTED),
+    "kosmos-2.5": f"{_NOT_YET}: its generate drops the position ids it is given (`prepare_inputs_for_generation` pops "
+                  "them: Kosmos-2.5 derives its sinusoidal positions inside from the padding tokens and the cache "
+                  "length), while pnd's paired prefill and decoding steps read them; its image features do fill tokens "
+                  "of the prompt (`image_embeds_position_mask`)",
     "hyperclovax_vision_v2": f"{_NOT_YET}: its forward multiplies the logits by the text config's `logits_scaling` "
                              "(HyperCLOVA X's MuP), while pnd's prior logits divide by it, as Granite's forward does "
                              "(`pnd.decoding.prior.output_logits`)",

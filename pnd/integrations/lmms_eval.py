@@ -33,6 +33,7 @@ from ..decoding.methods import method as registered_method
 from ..decoding.paired import attach
 from ..extras import require
 from ..io.loading import load_model
+from ..io.prompts import images_for, pixel_values_kwargs
 from ..io.video import read_video
 from ..scoring.forced import forced_steps
 from ..scoring.scorer import CaptionScorer
@@ -125,8 +126,8 @@ class PndHf(lmms):
             images += [document_images] if document_images else []  # per document (SmolVLM's processor needs it)
         side, self.tokenizer.padding_side = self.tokenizer.padding_side, "left"
         try:
-            inputs = self.processor(text=texts, images=images or None, videos=videos or None, return_tensors="pt",
-                                    padding=True)
+            inputs = self.processor(text=texts, images=images_for(self.processor, images) or None, videos=videos or None,
+                                    return_tensors="pt", padding=True, **pixel_values_kwargs(self.processor))
         finally:
             self.tokenizer.padding_side = side
         return inputs.to(self.model.device)

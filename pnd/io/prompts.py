@@ -9,6 +9,8 @@ Example:
 
 from __future__ import annotations
 
+import inspect
+
 
 def video_prompt(processor, instruction: str, modality: str = "video") -> str:
     """The chat prompt for one video (or image) followed by `instruction`, ready for the assistant's answer.
@@ -25,3 +27,28 @@ def video_prompt(processor, instruction: str, modality: str = "video") -> str:
         [{"role": "user", "content": [{"type": modality}, {"type": "text", "text": instruction}]}],
         add_generation_prompt=True,
     )
+
+
+def pixel_values_kwargs(processor) -> dict:
+    """The keyword a processor needs to return its pixels as `pixel_values` rather than under a deprecated name
+    (Fuyu's returns `image_patches` unless given `return_legacy_image_output=False`); {} for the others.
+
+    Example:
+        >>> pixel_values_kwargs(object())
+        {}
+    """
+    calls = (cls.__dict__["__call__"] for cls in type(processor).__mro__ if "__call__" in cls.__dict__)
+    legacy = any("return_legacy_image_output" in inspect.signature(call).parameters for call in calls)
+    return {"return_legacy_image_output": False} if legacy else {}
+
+
+def images_for(processor, images: list[list]) -> list:
+    """`images` (one list per prompt) as `processor` takes them: a flat list where each prompt has one image and the
+    processor refuses nested lists (GOT-OCR 2.0's, unless called with `multi_page=True`), else as given.
+
+    Example:
+        >>> images_for(object(), [["a"], ["b"]])
+        [['a'], ['b']]
+    """
+    flat = getattr(processor, "multi_page", None) is False and all(len(group) == 1 for group in images)
+    return [group[0] for group in images] if flat else images

@@ -16,7 +16,7 @@ import importlib
 import torch
 
 from ..architectures.reported import EXPANSION_KEY, bind_processor
-from ..io.prompts import video_prompt
+from ..io.prompts import images_for, pixel_values_kwargs, video_prompt
 from .builders.qwen3_vl import qwen3_vl_processor_parts
 from .parts import (
     QWEN_VISION_TOKENS,
@@ -50,7 +50,8 @@ FINDER_IMAGE_ARCHITECTURES = ("mistral3", "idefics3", "step3p7", "hunyuan_vl", "
                               "instructblip", "blip-2", "paligemma", "gemma3n", "cohere2_vision", "aya_vision",
                               "fast_vlm", "lighton_ocr", "granite_docling", "aria", "ovis2", "paddleocr_vl",
                               "deepseek_vl", "deepseek_vl_hybrid", "qianfan_ocr", "pp_chart2table", "chameleon",
-                              "idefics2", "emu3", "janus", "vipllava")
+                              "idefics2", "emu3", "janus", "vipllava", "fuyu",
+                              "deepseek_ocr2", "got_ocr2")
 ONE_VIDEO_PER_CALL = ("nemotron_h_omni",)  # processors that take one video per call: `tiny_inputs` batches by hand
 TINY_ARCHITECTURES = (*CORE_ARCHITECTURES, *FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
@@ -119,7 +120,8 @@ def tiny_inputs(processor, model_type: str, prompts=("Describe the video.",), se
     texts = [video_prompt(processor, prompt, kind) for prompt in prompts]
     visuals = [random_video(seed + i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]
     if kind == "image":
-        return processor(text=texts, images=[[v[0]] for v in visuals], return_tensors="pt", padding=True)  # per prompt
+        images = images_for(processor, [[v[0]] for v in visuals])  # one per prompt
+        return processor(text=texts, images=images, return_tensors="pt", padding=True, **pixel_values_kwargs(processor))
     if model_type in ONE_VIDEO_PER_CALL:
         return left_padded([processor(text=[t], videos=[v], return_tensors="pt") for t, v in zip(texts, visuals)],
                            processor.tokenizer.pad_token_id)
