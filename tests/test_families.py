@@ -61,7 +61,7 @@ MORE_THAN_PLACEHOLDERS = {
     "deepseek_vl_hybrid": {"image": False},
     "glm_ocr": {"video": True, "image": False},
     "qianfan_ocr": {"image": True},
-    "exaone4_5": {"video": False, "image": False},
+    "exaone4_5": {"video": False, "image": False}, "hyperclovax_vision_v2": {"video": True, "image": False},
     "glmga": {"video": True, "image": False},
     "muse_spark": {"video": True, "image": True},
     "fuyu": {"image": True},
@@ -395,10 +395,8 @@ def test_smolvlm_blank_prior_uses_frames_that_are_not_all_zero(tiny):
 def test_hyperclovax_video_duration_is_reported(tiny):
     """HyperCLOVAX Vision V2's processor writes each video's duration where its template writes `<|video_duration|>`,
     without reporting it; pnd reports it too (`reported.WRITTEN_UNREPORTED`): the reported expansion is the reference's
-    reading of the prompt, the duration's tokens included. (The family is refused for its logits scaling: refused.py.)"""
+    reading of the prompt, the duration's tokens included."""
     model, processor = tiny("hyperclovax_vision_v2")
     ids, replaced = _expansions(processor, "video")
     assert torch.equal(visual_positions(model, ids), replaced)
     assert bool((replaced & (ids != model.config.video_token_id)).any())  # the duration's tokens
-    with pytest.raises(Exception, match="logits_scaling"):  # refused, with its reason
-        pnd.attach(model, processor)

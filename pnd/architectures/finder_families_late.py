@@ -13,15 +13,13 @@ expansion code. What their processors write besides placeholders (transformers 5
   is, per frame group, `<|begin_of_image|>` + `<|image|>` tokens + `<|end_of_image|>` + `t seconds`, an image
   `<|image|>` tokens only; M-RoPE positions from `mm_token_type_ids`. Video with beam search crashes inside
   transformers' `generate` itself, as GLM-4.6V's: its tests run beam search on images.
-- HyperCLOVA X Vision V2 (not registered: refused in `refused.py`): its forward multiplies the logits by the text
-  config's `logits_scaling` (HyperCLOVA X's MuP), while pnd's prior logits (`pnd.decoding.prior.output_logits`)
-  divide by it, as Granite's forward does. The rest is ready: EXAONE 4.5's processor (Qwen2-VL's `<|image_pad|>` /
-  `<|video_pad|>` tokens) and the same dropped position ids (`Exaone4_5Architecture` serves it); the checkpoint's chat
-  template writes `"video_duration": <|video_duration|>` for a video, where the processor's
-  `get_text_with_replacements` writes the video's duration in seconds before its replacements, without reporting it.
-  pnd reports those spans too (`reported.WRITTEN_UNREPORTED`, `_hyperclovax_durations`): the duration is the video's,
-  so the prior must not see it. With `logits_scaling=1` in the tiny model (pnd.testing.builders.hyperclovax_vision_v2
-  uses 0.5) and the type registered as EXAONE 4.5 is, its brute-force tests all passed (22, transformers 5.23).
+- HyperCLOVA X Vision V2: EXAONE 4.5's processor (Qwen2-VL's `<|image_pad|>` / `<|video_pad|>` tokens) and the same
+  dropped position ids (`Exaone4_5Architecture` serves it); the checkpoint's chat template writes
+  `"video_duration": <|video_duration|>` for a video, where the processor's `get_text_with_replacements` writes the
+  video's duration in seconds before its replacements, without reporting it. pnd reports those spans too
+  (`reported.WRITTEN_UNREPORTED`, `_hyperclovax_durations`): the duration is the video's, so the prior must not see
+  it. Its forward multiplies the logits by the text config's `logits_scaling` (MuP), where Granite's divides: the
+  prior's logits do the same (`pnd.decoding.prior.output_logits`); the tiny model uses 0.5.
 - Muse Spark: Muse Glimmer's format (`<|vid_start|>`, per frame group `Time: t.ts` + `<|video|>` tokens, groups
   separated by `<|vid_frame_separator|>`, then `<|vid_end|>`; an image `<|image_start|>…<|image_end|>`), on a
   mixture-of-experts language model of sliding-window RoPE layers around NoPE full-attention layers. Its audio
@@ -89,6 +87,10 @@ class Exaone4_5Architecture(Architecture):
 
 EXAONE4_5 = register(Exaone4_5Architecture(name="EXAONE 4.5", model_types=("exaone4_5",),
                                            pixel_keys=("pixel_values", "pixel_values_videos"), reported=True))
+HYPERCLOVAX_VISION_V2 = register(Exaone4_5Architecture(name="HyperCLOVA X Vision V2",
+                                                       model_types=("hyperclovax_vision_v2",),
+                                                       pixel_keys=("pixel_values", "pixel_values_videos"),
+                                                       reported=True))
 GLMGA = register(MRoPEArchitecture(name="Glmga", model_types=("glmga",), pixel_keys=("pixel_values", "pixel_values_videos"),
                                    token_inputs=("mm_token_type_ids",), reported=True))
 MUSE_SPARK = register(Architecture(name="Muse Spark", model_types=("muse_spark",),

@@ -57,7 +57,4 @@ REFUSED: dict[str, str] = {
                   "them: Kosmos-2.5 derives its sinusoidal positions inside from the padding tokens and the cache "
                   "length), while pnd's paired prefill and decoding steps read them; its image features do fill tokens "
                   "of the prompt (`image_embeds_position_mask`)",
-    "hyperclovax_vision_v2": f"{_NOT_YET}: its forward multiplies the logits by the text config's `logits_scaling` "
-                             "(HyperCLOVA X's MuP), while pnd's prior logits divide by it, as Granite's forward does "
-                             "(`pnd.decoding.prior.output_logits`)",
 }

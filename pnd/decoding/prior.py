@@ -246,9 +246,13 @@ def output_embeddings(model) -> torch.nn.Module:
     return head if head is not None else model.language_model.get_output_embeddings()
 
 
+MULTIPLIED_BY_LOGITS_SCALING = ("hyperclovax",)  # text model types whose forward multiplies by `logits_scaling`
+
+
 def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
-    """The model's logits for last hidden states, with its final scaling: Granite's `logits_scaling` divisor, Muse
-    Glimmer's `output_multiplier`, Gemma's `final_logit_softcapping`; and the tokens its forward suppresses."""
+    """The model's logits for last hidden states, with its final scaling: Granite's `logits_scaling` divisor (HyperCLOVA
+    X's multiplier: MuP), Muse Glimmer's `output_multiplier`, Gemma's `final_logit_softcapping`; and the tokens its
+    forward suppresses."""
     configs = (model.config, model.config.get_text_config(decoder=True))
 
     def setting(name: str):  # the first config that sets `name` (top-level or text)
@@ -256,7 +260,8 @@ def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
 
     logits = output_embeddings(model)(hidden)
     if scaling := setting("logits_scaling"):
-        logits = logits / scaling
+        multiplies = configs[1].model_type in MULTIPLIED_BY_LOGITS_SCALING
+        logits = logits * scaling if multiplies else logits / scaling
     if multiplier := setting("output_multiplier"):  # Muse Glimmer: logits * output_multiplier, then the softcap
         logits = logits * multiplier
     if cap := setting("final_logit_softcapping"):
