@@ -276,9 +276,14 @@ def test_vcd_and_icd_on_every_family(tiny, model_type):
                 run(model, inputs, normalizer, **extra)
         return
     assert contrast["input_ids"].shape[1] > inputs["input_ids"].shape[1]
+    banned = [*eos(model), *architecture_for(model).placeholder_ids(model.config)]  # a generated one is a visual input
     for normalizer, extra, reference in ((vcd, {}, noised(inputs)), (icd_, {"prior_inputs": contrast}, contrast)):
-        out = run(model, inputs, normalizer, min_new_tokens=STEPS, **extra)
-        assert_greedy(model, inputs, out, contrastive(1.0), contrast_prior(reference))
+        out = run(model, inputs, normalizer, suppress_tokens=banned, **extra)
+        tokens, scores = method_greedy(model, inputs, STEPS, contrastive(1.0), contrast_prior(reference), banned)
+        assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1] :], tokens)
+        got, want = torch.stack(out.scores, 1), torch.stack(scores, 1)
+        assert torch.equal(torch.isfinite(got), torch.isfinite(want).index_fill(-1, torch.tensor(banned), False))
+        torch.testing.assert_close(got[torch.isfinite(got)], want[torch.isfinite(got)], atol=2e-4, rtol=0)
 
 
 @pytest.mark.parametrize("model_type", FAMILIES)
