@@ -5,7 +5,8 @@ attention) are exact, and each fails the reference when it is handled as the mas
 Qwen4 (exp) mixes Gated DeltaNet (three states per layer with its n-gram embeddings) and indexed attention, GLM-5-next
 KDA and indexed MLA, Nemotron-H Omni Mamba-2 and attention: each is checked against the from-scratch reference in
 `test_exactness.py` like every family; here, that each new kind fails it when handled wrongly (Mamba-2's masked-only
-prior: `test_hybrid.py::test_decoding_fails_with_a_leaky_prior`).
+prior: `test_hybrid.py::test_decoding_fails_with_a_leaky_prior`). Mistral Large 4's and dots3's per-key indexers are
+the exception that masking is removal there (shown against GLM-5-next's pooled indexer).
 """
 
 import dataclasses
@@ -168,6 +169,7 @@ def _stale_prior_rows(monkeypatch, types: list, layer_type: str):
     # on images: their video + beam search crash in transformers itself
     ("glm5_next", "linear_attention", True), ("glm5_next", "indexed_attention", True),  # KDA, indexed MLA
     ("nemotron_h_omni", "linear_attention", True),  # Mamba-2
+    ("mistral_large4", "indexed_attention", True), ("dots3_note", "indexed_attention", False),  # per-key indexers
 ])
 def test_beam_search_fails_when_a_layer_kind_keeps_stale_prior_rows(monkeypatch, model_type, layer_type, image):
     """Beam search reorders the prior rows of every layer kind (Gated DeltaNet's three states, KDA's and Mamba-2's
@@ -426,3 +428,37 @@ def test_minimax_decoding_steps_hide_the_visual_keys_from_the_indexer(minimax, m
     out = _normalized_greedy(model, processor, inputs)
     gap = max(float((got - want)[torch.isfinite(got)].abs().max()) for got, want in zip(out.scores, scores))
     assert not torch.equal(out.sequences[:, -STEPS:], tokens) or gap > 0.05
+
+
+# Mistral Large 4 and dots3: DeepSeek Sparse Attention whose indexer scores each key alone and takes its top-k after the
+# attention mask. Unlike GLM-5-next's pools of neighbouring slots, a hidden key there is a removed one; their rows
+# (`"<text model type>:indexed_attention"`) keep the prior in the prompt's slots, which dots3's sliding windows count.
+@pytest.mark.parametrize("model_type, removal_is_masking", [
+    ("mistral_large4", True), ("dots3_note", True), ("glm5_next", False)])
+def test_per_key_indexers_hide_a_masked_key_as_if_removed(model_type, removal_is_masking):
+    """Along the reference's greedy tokens, the model on the whole sequence with the visual slots masked gives the
+    logits of the kept tokens alone (at their positions) for the per-key indexers, not for GLM-5-next's pooled one."""
+    from reference import full_logits
+
+    model, processor = tiny_model(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS, image=True)
+    tokens, _ = greedy(model, inputs, 0.7, STEPS, banned=[model.generation_config.eos_token_id])
+    gaps = []
+    with torch.no_grad():
+        for k in range(STEPS):
+            sequence = torch.cat([inputs["input_ids"], tokens[:, :k]], 1)
+            removed = full_logits(model, inputs, sequence, prior=True, removed=True)
+            gaps.append(float((full_logits(model, inputs, sequence, prior=True, removed=False) - removed).abs().max()))
+    assert (max(gaps) < 1e-4) == removal_is_masking, gaps
+
+
+def test_dots3_indexed_layers_keep_the_prompts_slots(monkeypatch):
+    """dots3's own row is not GLM-5-next's: given GLM-5-next's (the kept tokens side by side), its sliding-window
+    layers, whose windows count the prompt's slots, could not be served, and pnd refuses."""
+    config = tiny_model("dots3_note")[0].config.get_text_config(decoder=True)
+    kinds = layer_plan(config).kinds
+    assert kinds[0] is LAYER_KINDS["dots3_note_text:indexed_attention"] and not kinds[0].compact
+    assert LAYER_KINDS["indexed_attention"].compact  # GLM-5-next's, Qwen4's
+    monkeypatch.delitem(LAYER_KINDS, "dots3_note_text:indexed_attention")  # the layer type's own row then applies
+    with pytest.raises(ValueError, match="its indexed layers need the prior's tokens side by side"):
+        layer_plan(config)

@@ -47,8 +47,6 @@ REFUSED: dict[str, str] = {
                     "decode from (for text generation use a Gemma 3 checkpoint: gemma3)",
     "mistral4": "text-only: the image-text-to-text mapping names a causal LM with no vision tower",
     "diffusion_gemma": "block-diffusion decoder: it does not generate left to right, so there is no next-token prior",
-    "dots3_note": _layers("indexed sparse attention"),
-    "mistral_large4": _layers("indexed sparse attention"),
     "inkling2": _layers("hybrid, hybrid_sliding"),
     "inkling_mm_model": _layers("hybrid, hybrid_sliding"),
     "unlimited_ocr": _layers("reference_sliding_attention: its cache layer keeps the prompt apart from a window of the "
