@@ -396,11 +396,12 @@ def _noise_in_hidden_prior_slots(monkeypatch):
         n, length = prior.attends.shape
         generator = torch.Generator().manual_seed(0)
 
-        def noise(t):
-            rows = t[n:, :, :length]
-            hidden = torch.where(prior.attends[:, None, :, None], rows,
+        def noise(t):  # a sliding-window layer (dots3's) holds the prompt's last slots only
+            held = min(length, t.shape[2])
+            rows = t[n:, :, :held]
+            hidden = torch.where(prior.attends[:, None, length - held :, None], rows,
                                  10 * torch.randn(rows.shape, generator=generator, dtype=rows.dtype))
-            return torch.cat([t[:n], torch.cat([hidden, t[n:, :, length:]], 2)])
+            return torch.cat([t[:n], torch.cat([hidden, t[n:, :, held:]], 2)])
 
         for layer, state in zip(self.layers, layer_states(self)):
             set_layer_state(layer, map_states(noise, state))
@@ -462,3 +463,19 @@ def test_dots3_indexed_layers_keep_the_prompts_slots(monkeypatch):
     monkeypatch.delitem(LAYER_KINDS, "dots3_note_text:indexed_attention")  # the layer type's own row then applies
     with pytest.raises(ValueError, match="its indexed layers need the prior's tokens side by side"):
         layer_plan(config)
+
+
+@pytest.mark.parametrize("model_type", ["mistral_large4", "dots3_note"])
+def test_per_key_indexers_need_no_indexer_key_mask_in_the_steps(monkeypatch, model_type):
+    """Whatever the prior rows' visual slots hold (large random keys, values and indexer keys), the decoding steps' mask
+    alone hides them from these indexers, which take their top-k after it (MiniMax-M3's needs `indexer_keys`): the
+    reference's tokens and scores."""
+    model, processor = tiny_model(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS, image=model_type == "mistral_large4")
+    tokens, scores = greedy(model, inputs, 0.7, STEPS, banned=_eos(model))
+    _noise_in_hidden_prior_slots(monkeypatch)
+    out = _normalized_greedy(model, processor, inputs)
+    assert torch.equal(out.sequences[:, -STEPS:], tokens)
+    for got, want in zip(out.scores, scores):
+        finite = torch.isfinite(got)
+        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
