@@ -172,7 +172,7 @@ def test_generated_docs_are_the_registry(name, marker):
 
 
 @pytest.mark.parametrize("model_type, layer_type", [("inkling2", "hybrid, hybrid_sliding"),
-                                                     ("unlimited_ocr", "reference_sliding_attention: its cache")])
+                                                     ("unlimited_ocr", "reference_sliding_attention: transformers' mask")])
 def test_families_with_unhandled_layer_types_are_refused_naming_them(model_type, layer_type):
     from types import SimpleNamespace
 

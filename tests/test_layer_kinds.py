@@ -13,7 +13,6 @@ import dataclasses
 
 import pytest
 import torch
-from transformers import DynamicCache
 
 import pnd
 from pnd._compat import IndexedState, cache_from_layers, layer_states, map_states, set_layer_state
@@ -51,23 +50,53 @@ def test_a_refused_layer_kind_says_why():
         layer_plan(config)
 
 
-def test_reference_sliding_attention_is_refused_for_its_cache():
-    """Unlimited-OCR's R-SWA: the prompt's keys live apart from the window's in its cache layer, which pnd's row
-    operations would drop (what `layer_states` reads of it is the window's part only)."""
+def test_reference_sliding_attention_rows_carry_the_prompt_and_the_window():
+    """Unlimited-OCR's R-SWA cache layer keeps the prompt's keys apart from a window of the generated tokens' ones:
+    pnd's row operations join them (`layer_states`), split them back (`set_layer_state`: a row selection keeps both
+    parts), and a cache rebuilt from them (`cache_from_layers` + `copy_prompt_length`) continues decoding as the
+    original does. Without the join, the rows would hold the window alone."""
+    from pnd._compat import copy_prompt_length
+
+    model, processor = tiny_model("unlimited_ocr")
+    inputs = tiny_inputs(processor, "unlimited_ocr", PROMPTS[1:], image=True)
+    config = model.config.get_text_config(decoder=True)
+    out = model.generate(**inputs, max_new_tokens=5, do_sample=False, return_dict_in_generate=True)
+    cache, length = out.past_key_values, inputs["input_ids"].shape[1]
+    layer = cache.layers[0]
+    assert layer.prefill_keys.shape[2] == length and 0 < layer.keys.shape[2] < 5  # the window slid
+    keys, values = layer_states(cache)[0]
+    assert torch.equal(keys, torch.cat([layer.prefill_keys, layer.keys], 2))
+    set_layer_state(layer, map_states(lambda t: t[[0]], (keys, values)))
+    assert torch.equal(layer.prefill_keys, keys[:, :, :length]) and torch.equal(layer.keys, keys[:, :, length:])
+    rebuilt = cache_from_layers(config, layer_states(cache))
+    copy_prompt_length(cache, rebuilt)
+    step = dict(input_ids=out.sequences[:, -1:], attention_mask=torch.ones_like(out.sequences), use_cache=True)
+    with torch.no_grad():
+        want = model(**step, past_key_values=cache).logits
+        got = model(**step, past_key_values=rebuilt).logits
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
+def test_reference_sliding_attention_is_refused_for_its_mask():
+    """Why R-SWA stays refused: transformers reads its 2-D attention mask at (cache index + the window's offset), so
+    once the window of generated tokens slides, a masked prompt slot applies to another slot. A left-padded prompt
+    then decodes differently from itself alone in plain transformers (the padding moves onto text), as the prior's
+    hidden visual slots would."""
     from transformers import AutoConfig
 
-    config = AutoConfig.for_model("unlimited_ocr").get_text_config(decoder=True)
-    refusal = r"'reference_sliding_attention' \(layer 0 of unlimited_ocr_text\): its cache layer keeps the prompt's"
+    refusal = r"'reference_sliding_attention' \(layer 0 of unlimited_ocr_text\): transformers' attention mask"
     with pytest.raises(ValueError, match=refusal):
-        layer_plan(config)
-    import transformers.models.unlimited_ocr.modeling_unlimited_ocr  # noqa: F401  (registers its cache layer type)
-
-    cache = DynamicCache(config=config)
-    assert type(cache.layers[0]).__name__ == "UnlimitedOcrDynamicReferenceSlidingWindowLayer"
-    keys = torch.randn(1, 2, 5, 4)
-    cache.update(keys, keys, 0)
-    assert cache.layers[0].prefill_keys.shape[2] == 5  # the prompt's 5 slots, which are not in what pnd's rows carry
-    assert layer_states(cache)[0][0].numel() == 0
+        layer_plan(AutoConfig.for_model("unlimited_ocr").get_text_config(decoder=True))
+    model, processor = tiny_model("unlimited_ocr")
+    batch = tiny_inputs(processor, "unlimited_ocr", PROMPTS, image=True)
+    alone = tiny_inputs(processor, "unlimited_ocr", PROMPTS[:1], image=True)
+    assert not batch["attention_mask"][0].all()
+    kwargs = dict(max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False, output_scores=True,
+                  return_dict_in_generate=True)
+    padded, single = model.generate(**batch, **kwargs).scores, model.generate(**alone, **kwargs).scores
+    window = model.config.get_text_config(decoder=True).sliding_window
+    gaps = [float((p[0] - s[0])[torch.isfinite(s[0])].abs().max()) for p, s in zip(padded, single)]
+    assert max(gaps[:window + 1]) < 1e-4 < max(gaps[window + 1 :]), gaps  # equal until the window slides
 
 
 def _normalized_greedy(model, processor, inputs):
