@@ -31,7 +31,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 TRANSFORMERS_CHECKED = ">=5.23,<5.24"  # the releases these calls were read and tested against
 
 __all__ = ["TRANSFORMERS_CHECKED", "IndexedState", "RecurrentState", "attention_implementation", "cache_from_layers",
-           "cache_layer_types",
+           "cache_layer_types", "copy_prompt_length",
            "compiles_decoding", "encode_visual_inputs", "generation_config", "has_recurrent_layers", "indexer_keys",
            "padding_also",
            "layer_states", "map_states", "mask_indexer_keys", "position_ids_for_generation", "register_sdpa_attention",
@@ -150,6 +150,8 @@ def layer_states(cache) -> list:
                                          tuple(layer.recurrent_states[i] for i in indices)))
         elif _slot_indexed(layer):
             states.append(IndexedState(layer.keys, layer.values, layer.idx_keys, None))
+        elif _reference_window(layer) and layer.prefill_keys is not None:  # the prompt's part, then the window's
+            states.append((torch.cat([layer.prefill_keys, layer.keys], 2), torch.cat([layer.prefill_values, layer.values], 2)))
         elif isinstance(layer, DynamicIndexedLayer):
             positions = layer.indexer_position_ids
             states.append(IndexedState(
@@ -171,8 +173,35 @@ def set_layer_state(layer, state) -> None:
         layer.keys, layer.values = state.keys, state.values
         layer.indexer_keys = None if state.indexer_keys is None else state.indexer_keys[:, 0]
         layer.indexer_position_ids = _indexer_position_ids(state)
+    elif _reference_window(layer):
+        keys, values = state
+        if layer.prefill_length is None:  # still prefilling: every slot is the prompt's
+            layer.prefill_length = layer.prefill_cumulative_length = keys.shape[2]
+        prompt = layer.prefill_length
+        layer.prefill_keys, layer.keys = keys[:, :, :prompt], keys[:, :, prompt:]
+        layer.prefill_values, layer.values = values[:, :, :prompt], values[:, :, prompt:]
     else:
         layer.keys, layer.values = state
+
+
+def _reference_window(layer) -> bool:
+    """Whether `layer` is Unlimited-OCR's reference sliding-window layer
+    (`UnlimitedOcrDynamicReferenceSlidingWindowLayer`): the prompt's keys and values (`prefill_keys`, its first
+    `prefill_length` slots) apart from a sliding window of the generated tokens' (`keys`)."""
+    return isinstance(layer, DynamicSlidingWindowLayer) and hasattr(layer, "prefill_keys")
+
+
+def copy_prompt_length(source, target) -> None:
+    """Give the layers of cache `target` (made by `cache_from_layers` from `source`'s states) `source`'s count of tokens
+    seen (sliding-window layers) and split of prompt and window slots (Unlimited-OCR's layers)."""
+    for mine, theirs in zip(source.layers, target.layers):
+        if hasattr(mine, "cumulative_length"):
+            theirs.cumulative_length = mine.cumulative_length
+        if _reference_window(mine) and mine.prefill_length is not None and theirs.prefill_keys is not None:
+            keys, values = (torch.cat([theirs.prefill_keys, theirs.keys], 2),
+                            torch.cat([theirs.prefill_values, theirs.values], 2))
+            theirs.prefill_length = theirs.prefill_cumulative_length = mine.prefill_length
+            set_layer_state(theirs, (keys, values))
 
 
 def _slot_indexed(layer) -> bool:
@@ -200,6 +229,9 @@ def map_states(function, *states):
 def cache_from_layers(config, layers=None, keep_all: bool = False) -> DynamicCache:
     """A DynamicCache for the text config `config` holding copies of per-layer states (as `layer_states` gives them).
 
+    Unlimited-OCR's reference sliding-window layers take every slot as the prompt's, and so do they the next call's
+    tokens (`copy_prompt_length` restores another cache's split of prompt and window).
+
     A recurrent layer's states are copied in through the layer's own update methods, which the model's next forward
     then updates in place. Without a config, every layer is a full-attention layer that keeps all its slots.
     """
@@ -219,6 +251,8 @@ def cache_from_layers(config, layers=None, keep_all: bool = False) -> DynamicCac
                     layer.update_recurrent_state(recurrent, state_idx=index)
         elif state[0] is not None:
             layer.update(*state[:2])
+            if _reference_window(layer):  # still prefilling: the next call's tokens are the prompt's too
+                layer.prefill_length = None
             if isinstance(state, IndexedState) and _slot_indexed(layer):
                 if state.indexer_keys is not None:
                     layer.update_index(state.indexer_keys)

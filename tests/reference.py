@@ -99,6 +99,7 @@ TEXT_EXPANDED = {
     # families registered through the generic finder: what their processors write, from processing_<family>.py
     "idefics3": rf"(?:(?:{_SMOLVLM_TILE})+\n)+\n{_SMOLVLM_IMAGE}|{_SMOLVLM_IMAGE}",
     "mistral3": r"(?:(?:\[IMG\])+\[IMG_BREAK\])*(?:\[IMG\])+\[IMG_END\]",
+    "mistral_large4": r"(?:(?:\[IMG\])+\[IMG_BREAK\])*(?:\[IMG\])+\[IMG_END\]",
     "gemma4": r"(?:[0-9][0-9]:[0-9][0-9] <\|image>(?:<\|video\|>)+<image\|>)(?: [0-9][0-9]:[0-9][0-9] <\|image>"
               r"(?:<\|video\|>)+<image\|>)*|<\|image>(?:<\|image\|>)+<image\|>",
     "cosmos3_edge": _SECONDS_FRAMES,
@@ -428,7 +429,8 @@ def _window_masks(model, mask, slots):
     allowed |= torch.eye(mask.shape[1], dtype=torch.bool)  # a padding query sees itself
     def additive(allowed):
         return torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)[:, None]
-    per_type = {"full_attention": additive(allowed), "sliding_attention": additive(allowed & (behind < config.sliding_window))}
+    per_type = {"full_attention": additive(allowed), "indexed_attention": additive(allowed),  # dots3's sparse layers
+                "sliding_attention": additive(allowed & (behind < config.sliding_window))}
     return {kind: per_type.get(kind, mask) for kind in set(types)}  # recurrent layers: the 2-D padding mask
 
 

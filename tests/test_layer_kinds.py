@@ -5,14 +5,14 @@ attention) are exact, and each fails the reference when it is handled as the mas
 Qwen4 (exp) mixes Gated DeltaNet (three states per layer with its n-gram embeddings) and indexed attention, GLM-5-next
 KDA and indexed MLA, Nemotron-H Omni Mamba-2 and attention: each is checked against the from-scratch reference in
 `test_exactness.py` like every family; here, that each new kind fails it when handled wrongly (Mamba-2's masked-only
-prior: `test_hybrid.py::test_decoding_fails_with_a_leaky_prior`).
+prior: `test_hybrid.py::test_decoding_fails_with_a_leaky_prior`). Mistral Large 4's and dots3's per-key indexers are
+the exception that masking is removal there (shown against GLM-5-next's pooled indexer).
 """
 
 import dataclasses
 
 import pytest
 import torch
-from transformers import DynamicCache
 
 import pnd
 from pnd._compat import IndexedState, cache_from_layers, layer_states, map_states, set_layer_state
@@ -50,23 +50,53 @@ def test_a_refused_layer_kind_says_why():
         layer_plan(config)
 
 
-def test_reference_sliding_attention_is_refused_for_its_cache():
-    """Unlimited-OCR's R-SWA: the prompt's keys live apart from the window's in its cache layer, which pnd's row
-    operations would drop (what `layer_states` reads of it is the window's part only)."""
+def test_reference_sliding_attention_rows_carry_the_prompt_and_the_window():
+    """Unlimited-OCR's R-SWA cache layer keeps the prompt's keys apart from a window of the generated tokens' ones:
+    pnd's row operations join them (`layer_states`), split them back (`set_layer_state`: a row selection keeps both
+    parts), and a cache rebuilt from them (`cache_from_layers` + `copy_prompt_length`) continues decoding as the
+    original does. Without the join, the rows would hold the window alone."""
+    from pnd._compat import copy_prompt_length
+
+    model, processor = tiny_model("unlimited_ocr")
+    inputs = tiny_inputs(processor, "unlimited_ocr", PROMPTS[1:], image=True)
+    config = model.config.get_text_config(decoder=True)
+    out = model.generate(**inputs, max_new_tokens=5, do_sample=False, return_dict_in_generate=True)
+    cache, length = out.past_key_values, inputs["input_ids"].shape[1]
+    layer = cache.layers[0]
+    assert layer.prefill_keys.shape[2] == length and 0 < layer.keys.shape[2] < 5  # the window slid
+    keys, values = layer_states(cache)[0]
+    assert torch.equal(keys, torch.cat([layer.prefill_keys, layer.keys], 2))
+    set_layer_state(layer, map_states(lambda t: t[[0]], (keys, values)))
+    assert torch.equal(layer.prefill_keys, keys[:, :, :length]) and torch.equal(layer.keys, keys[:, :, length:])
+    rebuilt = cache_from_layers(config, layer_states(cache))
+    copy_prompt_length(cache, rebuilt)
+    step = dict(input_ids=out.sequences[:, -1:], attention_mask=torch.ones_like(out.sequences), use_cache=True)
+    with torch.no_grad():
+        want = model(**step, past_key_values=cache).logits
+        got = model(**step, past_key_values=rebuilt).logits
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
+def test_reference_sliding_attention_is_refused_for_its_mask():
+    """Why R-SWA stays refused: transformers reads its 2-D attention mask at (cache index + the window's offset), so
+    once the window of generated tokens slides, a masked prompt slot applies to another slot. A left-padded prompt
+    then decodes differently from itself alone in plain transformers (the padding moves onto text), as the prior's
+    hidden visual slots would."""
     from transformers import AutoConfig
 
-    config = AutoConfig.for_model("unlimited_ocr").get_text_config(decoder=True)
-    refusal = r"'reference_sliding_attention' \(layer 0 of unlimited_ocr_text\): its cache layer keeps the prompt's"
+    refusal = r"'reference_sliding_attention' \(layer 0 of unlimited_ocr_text\): transformers' attention mask"
     with pytest.raises(ValueError, match=refusal):
-        layer_plan(config)
-    import transformers.models.unlimited_ocr.modeling_unlimited_ocr  # noqa: F401  (registers its cache layer type)
-
-    cache = DynamicCache(config=config)
-    assert type(cache.layers[0]).__name__ == "UnlimitedOcrDynamicReferenceSlidingWindowLayer"
-    keys = torch.randn(1, 2, 5, 4)
-    cache.update(keys, keys, 0)
-    assert cache.layers[0].prefill_keys.shape[2] == 5  # the prompt's 5 slots, which are not in what pnd's rows carry
-    assert layer_states(cache)[0][0].numel() == 0
+        layer_plan(AutoConfig.for_model("unlimited_ocr").get_text_config(decoder=True))
+    model, processor = tiny_model("unlimited_ocr")
+    batch = tiny_inputs(processor, "unlimited_ocr", PROMPTS, image=True)
+    alone = tiny_inputs(processor, "unlimited_ocr", PROMPTS[:1], image=True)
+    assert not batch["attention_mask"][0].all()
+    kwargs = dict(max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False, output_scores=True,
+                  return_dict_in_generate=True)
+    padded, single = model.generate(**batch, **kwargs).scores, model.generate(**alone, **kwargs).scores
+    window = model.config.get_text_config(decoder=True).sliding_window
+    gaps = [float((p[0] - s[0])[torch.isfinite(s[0])].abs().max()) for p, s in zip(padded, single)]
+    assert max(gaps[:window + 1]) < 1e-4 < max(gaps[window + 1 :]), gaps  # equal until the window slides
 
 
 def _normalized_greedy(model, processor, inputs):
@@ -168,6 +198,7 @@ def _stale_prior_rows(monkeypatch, types: list, layer_type: str):
     # on images: their video + beam search crash in transformers itself
     ("glm5_next", "linear_attention", True), ("glm5_next", "indexed_attention", True),  # KDA, indexed MLA
     ("nemotron_h_omni", "linear_attention", True),  # Mamba-2
+    ("mistral_large4", "indexed_attention", True), ("dots3_note", "indexed_attention", False),  # per-key indexers
 ])
 def test_beam_search_fails_when_a_layer_kind_keeps_stale_prior_rows(monkeypatch, model_type, layer_type, image):
     """Beam search reorders the prior rows of every layer kind (Gated DeltaNet's three states, KDA's and Mamba-2's
@@ -394,11 +425,12 @@ def _noise_in_hidden_prior_slots(monkeypatch):
         n, length = prior.attends.shape
         generator = torch.Generator().manual_seed(0)
 
-        def noise(t):
-            rows = t[n:, :, :length]
-            hidden = torch.where(prior.attends[:, None, :, None], rows,
+        def noise(t):  # a sliding-window layer (dots3's) holds the prompt's last slots only
+            held = min(length, t.shape[2])
+            rows = t[n:, :, :held]
+            hidden = torch.where(prior.attends[:, None, length - held :, None], rows,
                                  10 * torch.randn(rows.shape, generator=generator, dtype=rows.dtype))
-            return torch.cat([t[:n], torch.cat([hidden, t[n:, :, length:]], 2)])
+            return torch.cat([t[:n], torch.cat([hidden, t[n:, :, held:]], 2)])
 
         for layer, state in zip(self.layers, layer_states(self)):
             set_layer_state(layer, map_states(noise, state))
@@ -426,3 +458,53 @@ def test_minimax_decoding_steps_hide_the_visual_keys_from_the_indexer(minimax, m
     out = _normalized_greedy(model, processor, inputs)
     gap = max(float((got - want)[torch.isfinite(got)].abs().max()) for got, want in zip(out.scores, scores))
     assert not torch.equal(out.sequences[:, -STEPS:], tokens) or gap > 0.05
+
+
+# Mistral Large 4 and dots3: DeepSeek Sparse Attention whose indexer scores each key alone and takes its top-k after the
+# attention mask. Unlike GLM-5-next's pools of neighbouring slots, a hidden key there is a removed one; their rows
+# (`"<text model type>:indexed_attention"`) keep the prior in the prompt's slots, which dots3's sliding windows count.
+@pytest.mark.parametrize("model_type, removal_is_masking", [
+    ("mistral_large4", True), ("dots3_note", True), ("glm5_next", False)])
+def test_per_key_indexers_hide_a_masked_key_as_if_removed(model_type, removal_is_masking):
+    """Along the reference's greedy tokens, the model on the whole sequence with the visual slots masked gives the
+    logits of the kept tokens alone (at their positions) for the per-key indexers, not for GLM-5-next's pooled one."""
+    from reference import full_logits
+
+    model, processor = tiny_model(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS, image=True)
+    tokens, _ = greedy(model, inputs, 0.7, STEPS, banned=[model.generation_config.eos_token_id])
+    gaps = []
+    with torch.no_grad():
+        for k in range(STEPS):
+            sequence = torch.cat([inputs["input_ids"], tokens[:, :k]], 1)
+            removed = full_logits(model, inputs, sequence, prior=True, removed=True)
+            gaps.append(float((full_logits(model, inputs, sequence, prior=True, removed=False) - removed).abs().max()))
+    assert (max(gaps) < 1e-4) == removal_is_masking, gaps
+
+
+def test_dots3_indexed_layers_keep_the_prompts_slots(monkeypatch):
+    """dots3's own row is not GLM-5-next's: given GLM-5-next's (the kept tokens side by side), its sliding-window
+    layers, whose windows count the prompt's slots, could not be served, and pnd refuses."""
+    config = tiny_model("dots3_note")[0].config.get_text_config(decoder=True)
+    kinds = layer_plan(config).kinds
+    assert kinds[0] is LAYER_KINDS["dots3_note_text:indexed_attention"] and not kinds[0].compact
+    assert LAYER_KINDS["indexed_attention"].compact  # GLM-5-next's, Qwen4's
+    monkeypatch.delitem(LAYER_KINDS, "dots3_note_text:indexed_attention")  # the layer type's own row then applies
+    with pytest.raises(ValueError, match="its indexed layers need the prior's tokens side by side"):
+        layer_plan(config)
+
+
+@pytest.mark.parametrize("model_type", ["mistral_large4", "dots3_note"])
+def test_per_key_indexers_need_no_indexer_key_mask_in_the_steps(monkeypatch, model_type):
+    """Whatever the prior rows' visual slots hold (large random keys, values and indexer keys), the decoding steps' mask
+    alone hides them from these indexers, which take their top-k after it (MiniMax-M3's needs `indexer_keys`): the
+    reference's tokens and scores."""
+    model, processor = tiny_model(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS, image=model_type == "mistral_large4")
+    tokens, scores = greedy(model, inputs, 0.7, STEPS, banned=_eos(model))
+    _noise_in_hidden_prior_slots(monkeypatch)
+    out = _normalized_greedy(model, processor, inputs)
+    assert torch.equal(out.sequences[:, -STEPS:], tokens)
+    for got, want in zip(out.scores, scores):
+        finite = torch.isfinite(got)
+        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)

@@ -76,11 +76,21 @@ LAYER_KINDS: dict[str, LayerKind] = {
     "minimax_m3_sparse": LayerKind(prior="kept", state="indexed", in_slot=True, pads=False, packs=False, static=False),
     # Unlimited-OCR's reference sliding-window attention (R-SWA): every token sees the whole prompt and the last
     # `sliding_window` generated tokens. Masking the visual slots there is removal (the window counts generated tokens
-    # only); what pnd lacks is the cache: its layer keeps the prompt's keys apart from the window's
-    "reference_sliding_attention": LayerKind(prior="mask", state="kv", refused=(
-        "its cache layer keeps the prompt's keys and values apart from a window of the generated tokens' ones, and "
-        "pnd's paired cache carries only the window's part (`pnd._compat.layer_states`), so its prior rows would lose "
-        "the prompt")),
+    # only), and pnd's row operations carry its cache layer (the prompt's keys apart from the window's); what fails is
+    # transformers' mask for it, which reads the 2-D attention mask at (cache index + the window's offset)
+    "reference_sliding_attention": LayerKind(prior="mask", state="kv", packs=False, static=False, refused=(
+        "transformers' attention mask for it reads the 2-D attention mask at the cache index plus the window's offset, "
+        "so once the window of generated tokens slides, every masked prompt slot (the prior's visual slots, a "
+        "left-padded prompt's padding) is applied to a slot further right: the prior rows would see visual keys and "
+        "lose text ones (a left-padded prompt already decodes differently from itself alone in transformers)")),
+    # DeepSeek Sparse Attention whose indexer scores each key alone and takes its top-k after the attention mask (the
+    # masked keys' scores -inf), pooling nothing: Mistral Large 4's (also NoPE layers, log-position query scaling) and
+    # dots3's (between sliding-window layers). Hiding a key there is removing it, unlike GLM-5-next's pools of
+    # neighbouring slots, so the prior rows keep the prompt's slots (dots3's windows count them); the prior's prefill
+    # still runs every kept token (pnd's reuse of the conditioned prefix carries keys and values, not indexer keys).
+    # Keyed "<text model type>:<layer type>": the layer type's name is GLM-5-next's
+    **dict.fromkeys(("mistral_large4_text:indexed_attention", "dots3_note_text:indexed_attention"),
+                    LayerKind(prior="kept", state="indexed", packs=False, static=False)),
     **dict.fromkeys(("hybrid", "hybrid_sliding"), LayerKind(prior="kept", state="recurrent", refused=(
         "one layer holds both a recurrent state and an attention cache, which pnd does not carry yet"))),
 }
@@ -106,18 +116,30 @@ class LayerPlan:
     pads: bool = True
 
 
+def layer_kind(config, name: str) -> LayerKind | None:
+    """The row of layer type `name` in a text config's model: its own ("<model type>:<layer type>", where families
+    give one name to different layers) or the layer type's; None if it has none.
+
+    Example:
+        >>> from transformers import AutoConfig
+        >>> layer_kind(AutoConfig.for_model("dots3_note").text_config, "indexed_attention").compact
+        False
+    """
+    return LAYER_KINDS.get(f"{config.model_type}:{name}", LAYER_KINDS.get(name))
+
+
 def layer_plan(config) -> LayerPlan:
     """The `LayerPlan` of a text config, or a ValueError naming a layer type pnd does not handle."""
     types = cache_layer_types(config)
     for index, name in enumerate(types):
-        kind = LAYER_KINDS.get(name)
+        kind = layer_kind(config, name)
         why = ("pnd has no rule for it. A prior that only masked the visual slots there could silently differ from "
                "removing them, so pnd refuses") if kind is None else kind.refused
         if why:
             raise ValueError(
                 f"pnd does not support the layer type {name!r} (layer {index} of {config.model_type}): {why}. Use plain "
                 "generate, or declare the layer type in pnd/architectures/layers.py (docs/adding-a-family.md).")
-    kinds = tuple(LAYER_KINDS[name] for name in types)
+    kinds = tuple(layer_kind(config, name) for name in types)
     compact, in_slot = any(k.compact for k in kinds), any(k.in_slot for k in kinds)
     if compact and (in_slot or any(k.slot_window for k in kinds)):
         raise ValueError(f"pnd does not support {config.model_type}: its indexed layers need the prior's tokens side "

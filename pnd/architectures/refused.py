@@ -43,12 +43,11 @@ REFUSED: dict[str, str] = {
                     "decode from (for text generation use a Gemma 3 checkpoint: gemma3)",
     "mistral4": "text-only: the image-text-to-text mapping names a causal LM with no vision tower",
     "diffusion_gemma": "block-diffusion decoder: it does not generate left to right, so there is no next-token prior",
-    "dots3_note": _layers("indexed sparse attention"),
-    "mistral_large4": _layers("indexed sparse attention"),
     "inkling2": _layers("hybrid, hybrid_sliding"),
     "inkling_mm_model": _layers("hybrid, hybrid_sliding"),
-    "unlimited_ocr": _layers("reference_sliding_attention: its cache layer keeps the prompt apart from a window of the "
-                             "generated tokens, which pnd's paired cache does not carry"),
+    "unlimited_ocr": _layers("reference_sliding_attention: transformers' mask for it shifts the prompt's masked slots "
+                             "by the window's offset once the window of generated tokens slides, so a prior hiding the "
+                             "visual slots through the attention mask would hide other slots"),
     "kosmos-2": f"{_NOT_YET}: its generate runs its text model's generate, which hands the forward no position "
                 "ids (Kosmos-2 derives them inside from the padding tokens and the cache length), while pnd's paired "
                 "prefill and decoding steps read them; its image features do fill tokens of the prompt "

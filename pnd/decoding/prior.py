@@ -316,7 +316,7 @@ def prefill_masks(config, slots: PriorSlots, attended: torch.Tensor, window: int
     if types is None:
         return sliding
     def kept_only(kind):  # LFM3's short convolutions: the 2-D padding mask of the call
-        return kind in LAYER_KINDS and LAYER_KINDS[kind].prior == "kept"
+        return kind in LAYER_KINDS and LAYER_KINDS[kind].state == "recurrent"
 
     return {kind: attended.long() if kept_only(kind) else sliding if kind == "sliding_attention" else full
             for kind in set(types)}

@@ -46,13 +46,13 @@ FINDER_VIDEO_ARCHITECTURES = ("gemma4", "gemma4_unified", "glm46v", "cosmos3_edg
                               "ernie4_5_vl_moe", "qwen3_omni_moe_thinker", "kimi_k25", "muse_glimmer", "lfm3_vl",
                               "minicpm_ocr", "qwen4_exp", "nemotron_h_omni", "glm5_next", "instructblipvideo",
                               "glm_ocr", "qwen2_5_omni_thinker", "exaone4_5", "glmga", "muse_spark",
-                              "hyperclovax_vision_v2")
+                              "hyperclovax_vision_v2", "dots3_note")
 FINDER_IMAGE_ARCHITECTURES = ("mistral3", "idefics3", "step3p7", "hunyuan_vl", "granite4_vision", "llama4",
                               "instructblip", "blip-2", "paligemma", "gemma3n", "cohere2_vision", "aya_vision",
                               "fast_vlm", "lighton_ocr", "granite_docling", "aria", "ovis2", "paddleocr_vl",
                               "deepseek_vl", "deepseek_vl_hybrid", "qianfan_ocr", "pp_chart2table", "chameleon",
                               "idefics2", "emu3", "janus", "vipllava", "fuyu",
-                              "deepseek_ocr2", "got_ocr2")
+                              "deepseek_ocr2", "got_ocr2", "mistral_large4")
 ONE_VIDEO_PER_CALL = ("nemotron_h_omni",)  # processors that take one video per call: `tiny_inputs` batches by hand
 TINY_ARCHITECTURES = (*CORE_ARCHITECTURES, *FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
