@@ -81,8 +81,14 @@ LAYER_KINDS: dict[str, LayerKind] = {
         "its cache layer keeps the prompt's keys and values apart from a window of the generated tokens' ones, and "
         "pnd's paired cache carries only the window's part (`pnd._compat.layer_states`), so its prior rows would lose "
         "the prompt")),
+    # Inkling's: attention with short convolutions on its keys and values and after it (their states and the keys,
+    # values in one cache layer), whose relative position bias and sliding window count cache slots, not position ids
     **dict.fromkeys(("hybrid", "hybrid_sliding"), LayerKind(prior="kept", state="recurrent", refused=(
-        "one layer holds both a recurrent state and an attention cache, which pnd does not carry yet"))),
+        "one layer holds both short convolutions and an attention whose relative position bias counts cache slots, not "
+        "position ids: the convolutions need the kept tokens alone (masked slots still occupy their taps) and the "
+        "bias needs the prompt's slots (the kept tokens alone move every distance across the visual span), so neither "
+        "prior is removal with positions kept (tests/test_layer_kinds.py::test_inkling2_hybrid_layers_have_no_exact_"
+        "prior)"))),
 }
 
 

@@ -49,8 +49,11 @@ REFUSED: dict[str, str] = {
     "diffusion_gemma": "block-diffusion decoder: it does not generate left to right, so there is no next-token prior",
     "dots3_note": _layers("indexed sparse attention"),
     "mistral_large4": _layers("indexed sparse attention"),
-    "inkling2": _layers("hybrid, hybrid_sliding"),
-    "inkling_mm_model": _layers("hybrid, hybrid_sliding"),
+    **dict.fromkeys(("inkling2", "inkling_mm_model"), _layers(
+        "hybrid, hybrid_sliding: short convolutions, which the prior must run on the kept tokens alone, and an "
+        "attention whose relative position bias counts cache slots, not position ids, which the prior must run in the "
+        "prompt's slots; one forward of transformers' layer cannot do both (it would need the bias computed from each "
+        "row's position ids)")),
     "unlimited_ocr": _layers("reference_sliding_attention: its cache layer keeps the prompt apart from a window of the "
                              "generated tokens, which pnd's paired cache does not carry"),
     "kosmos-2": f"{_NOT_YET}: its generate runs its text model's generate, which hands the forward no position "
