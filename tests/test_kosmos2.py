@@ -61,3 +61,11 @@ def test_kosmos2_left_padded_rows_decode_otherwise_than_alone_in_transformers():
     alone = model.generate(**processor(text=prompts[:1], images=[_image()], return_tensors="pt"), **kwargs)
     assert torch.allclose(padded.scores[0][0], alone.scores[0][0], atol=1e-5)  # the prompt: the same positions
     assert not torch.allclose(padded.scores[1][0], alone.scores[1][0], atol=1e-2)  # a step: pad slots counted
+
+
+def test_kosmos2_forward_requires_the_image():
+    """The prior's own prefill runs the model on token ids alone, which Kosmos-2's forward refuses."""
+    model, processor = _kosmos2()
+    out = processor(text=["<grounding> An image of"], images=[_image()], return_tensors="pt")
+    with pytest.raises(ValueError, match="either `pixel_values` or `image_embeds`"):
+        model(input_ids=out["input_ids"], attention_mask=out["attention_mask"])
