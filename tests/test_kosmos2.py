@@ -1,25 +1,18 @@
-"""Kosmos-2 stays refused (`pnd/architectures/refused.py`): the fact its reason states, checked on transformers."""
+"""Kosmos-2 (`pnd/architectures/kosmos2.py`): what transformers does that pnd's registration handles (checked on
+transformers itself), and each mechanism failing the reference when it is wrong."""
 
 import pytest
 import torch
 
 import pnd
+from pnd.architectures import architecture_for
+from pnd.architectures.kosmos2 import Kosmos2Architecture
+from pnd.testing import tiny_inputs
 
+from helpers import PROMPTS
+from reference import greedy, visual_positions
 
-def test_kosmos2_generate_hands_its_forward_no_position_ids():
-    from transformers import Kosmos2Config, Kosmos2ForConditionalGeneration
-
-    config = Kosmos2Config(text_config=dict(vocab_size=64, embed_dim=32, layers=1, attention_heads=2, ffn_dim=64),
-                           vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                              num_attention_heads=2, image_size=32, patch_size=8),
-                           latent_query_num=4)
-    model = Kosmos2ForConditionalGeneration(config).eval()
-    ids = torch.tensor([[1, 5, 6, 7]])
-    inputs = model.text_model.prepare_inputs_for_generation(ids, attention_mask=torch.ones_like(ids), use_cache=True,
-                                                            is_first_iteration=True)
-    assert "position_ids" not in inputs  # what pnd's paired prefill and decoding steps read
-    with pytest.raises(ValueError, match="no position ids"):
-        pnd.attach(model)
+STEPS = 5
 
 
 def _kosmos2():
@@ -64,8 +57,61 @@ def test_kosmos2_left_padded_rows_decode_otherwise_than_alone_in_transformers():
 
 
 def test_kosmos2_forward_requires_the_image():
-    """The prior's own prefill runs the model on token ids alone, which Kosmos-2's forward refuses."""
+    """The prior's own prefill runs the model on token ids alone, which Kosmos-2's forward refuses (`prepare` lets it
+    run as the text model)."""
     model, processor = _kosmos2()
     out = processor(text=["<grounding> An image of"], images=[_image()], return_tensors="pt")
     with pytest.raises(ValueError, match="either `pixel_values` or `image_embeds`"):
         model(input_ids=out["input_ids"], attention_mask=out["attention_mask"])
+
+
+def test_kosmos2_generate_hands_its_forward_no_position_ids():
+    """What `Kosmos2Architecture.step_positions` fills in for pnd's paired calls."""
+    model, _ = _kosmos2()
+    ids = torch.tensor([[1, 5, 6, 7]])
+    inputs = model.text_model.prepare_inputs_for_generation(ids, attention_mask=torch.ones_like(ids), use_cache=True,
+                                                            is_first_iteration=True)
+    assert "position_ids" not in inputs
+
+
+def test_kosmos2_rule_equals_the_reference_reading(tiny):
+    """The rule (after `<s>`: a token, `latent_query_num` consecutive ids, a token) and the reference's reading of the
+    decoded text (`<image>`…`</image>`) agree on a left-padded batch; every row has its expansion."""
+    model, processor = tiny("kosmos-2")
+    inputs = tiny_inputs(processor, "kosmos-2", PROMPTS, image=True)
+    found = architecture_for(model).expansion(model, inputs["input_ids"], inputs["attention_mask"])
+    assert (inputs["attention_mask"] == 0).any()
+    assert torch.equal(found, visual_positions(model, inputs["input_ids"]))
+    assert found.sum(-1).tolist() == [model.config.latent_query_num + 2] * len(PROMPTS)
+
+
+def _transformers_steps(model, attention_mask, length):
+    """transformers' own decoding-step numbering: the cache length, padding slots counted."""
+    pad = model.config.text_config.pad_token_id
+    return torch.arange(attention_mask.shape[1] - length, attention_mask.shape[1]).expand(
+        attention_mask.shape[0], -1) + 1 + pad
+
+
+@pytest.mark.parametrize("wrong", [None, "padding counted", "no offset"])
+def test_kosmos2_greedy_fails_the_reference_with_other_positions(tiny, monkeypatch, wrong):
+    """Normalized greedy decoding of a left-padded batch equals the reference (each prompt's positions from its padding
+    id on, pads skipped); numbering the steps as transformers does (padding counted) or without the padding id's
+    offset changes the tokens or the scores."""
+    model, processor = tiny("kosmos-2")
+    inputs = tiny_inputs(processor, "kosmos-2", PROMPTS, image=True)
+    right = Kosmos2Architecture.step_positions
+    if wrong == "padding counted":
+        monkeypatch.setattr(Kosmos2Architecture, "step_positions", lambda self, model, mask, length: (
+            right(self, model, mask, length) if length > 1 else _transformers_steps(model, mask, length)))
+    elif wrong == "no offset":
+        monkeypatch.setattr(Kosmos2Architecture, "step_positions", lambda self, model, mask, length: (
+            right(self, model, mask, length) - model.config.text_config.pad_token_id - 1).clamp(min=0))
+    out = pnd.attach(model, processor).generate(
+        **inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False, output_scores=True,
+        return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(0.7)])
+    eos = model.generation_config.eos_token_id
+    tokens, scores = greedy(model, inputs, 0.7, STEPS, banned=[eos] if isinstance(eos, int) else eos)
+    finite = [torch.isfinite(got) for got in out.scores]  # min_new_tokens: the end token at -inf in both
+    same = torch.equal(out.sequences[:, -STEPS:], tokens) and all(
+        torch.allclose(got[f], want[f], atol=1e-4) for got, want, f in zip(out.scores, scores, finite))
+    assert same == (wrong is None)

@@ -19,6 +19,7 @@ from . import llama4  # noqa: F401
 from . import qformer  # noqa: F401
 from . import prefix_lm  # noqa: F401
 from . import finder_families_more  # noqa: F401
+from . import kosmos2  # noqa: F401
 # isort: on
 from .registry import Architecture, architecture_for, register, registered, supported_model_types
 

@@ -56,14 +56,6 @@ REFUSED: dict[str, str] = {
         "row's position ids)")),
     "unlimited_ocr": _layers("reference_sliding_attention: its cache layer keeps the prompt apart from a window of the "
                              "generated tokens, which pnd's paired cache does not carry"),
-    "kosmos-2": f"{_NOT_YET}: its generate runs its text model's generate, which hands the forward no position "
-                "ids (Kosmos-2 derives them inside from the padding tokens and the cache length: a decoding step's "
-                "position counts the left padding, a prompt's does not, so transformers' own padded rows decode "
-                "otherwise than alone), while pnd's paired prefill and decoding steps read them; its processor writes "
-                "the expansion (`<image>`, one ordinary vocabulary id per latent query, `</image>`) by prefixing the "
-                "text itself, reporting no replacement, and the config names none of those ids, so neither the finder "
-                "nor a token-id rule finds it (`image_embeds_position_mask` marks the latent-query slots only); its "
-                "forward requires pixel values or image embeddings, which the prior's prefill has not",
     "got_ocr2": f"{_NOT_YET}: GOT-OCR 2.0's processor refuses one list of images per prompt (nested lists need "
                 "multi_page=True, which a saved processor does not keep), the batches pnd's lmms-eval model and "
                 "pnd.testing.tiny_inputs build; its expansion itself is placeholders only (`<imgpad>`)",

@@ -5,7 +5,8 @@ latent-query slots, whose embeddings the model overwrites with the image feature
 
 Worked around: the processor's `__init__` takes `*kwargs` (a typo for `**kwargs`), so a `chat_template` keyword fails:
 set afterwards; the processor assumes a tokenizer that adds `<s>` (its mask starts after it) and has an `<unk>` (the
-latent-query ids follow it): the tiny tokenizer gets both; it adds 1024 `<patch_index_xxxx>` tokens to the tokenizer.
+latent-query ids follow it): the tiny tokenizer gets both. It writes 64 latent-query slots, its default, whatever the
+model's `latent_query_num` (a saved processor keeps no other count), so the tiny model keeps 64 latent queries.
 """
 
 from __future__ import annotations
@@ -21,11 +22,10 @@ def build(seed: int):
 
     tokenizer = tiny_tokenizer(["<s>", "<unk>"])
     tokenizer.bos_token, tokenizer.unk_token = "<s>", "<unk>"
-    tokenizer._tokenizer.post_processor = TemplateProcessing(
+    tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
         single="<s> $A", pair="<s> $A $B", special_tokens=[("<s>", tokenizer.bos_token_id)])
     processor = Kosmos2Processor(CLIPImageProcessor(size={"shortest_edge": 32}, crop_size=32), tokenizer,
                                  num_patch_index_tokens=16)
-    processor.num_image_tokens = 4
     processor.chat_template = chat_template("")
     config = Kosmos2Config(
         text_config=dict(vocab_size=len(tokenizer), embed_dim=64, layers=2, attention_heads=2, ffn_dim=128,
@@ -33,6 +33,6 @@ def build(seed: int):
                          eos_token_id=tokenizer.eos_token_id, scale_embedding=False),
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                            image_size=32, patch_size=8),
-        latent_query_num=4)
+        latent_query_num=64)  # the processor's default count of latent-query slots (a saved one keeps no other)
     torch.manual_seed(seed)
     return Kosmos2ForConditionalGeneration(config).eval(), processor
