@@ -352,8 +352,8 @@ def _paired_call(model, attachment: Attachment, *args, forward=None, **kwargs):
     return _decode_step(generation, cache, kwargs, forward)
 
 
-_EMBEDDED_PROMPT = ("On a model whose generate runs its language model on embeddings (the Q-Former families: BLIP-2, "
-                    "InstructBLIP, InstructBLIP-Video), PriorNormalized takes prior='masked' or 'text' on a new prompt: "
+_EMBEDDED_PROMPT = ("On a model whose generate runs its language model's generate (the Q-Former families: BLIP-2, "
+                    "InstructBLIP, InstructBLIP-Video; Kosmos-2), PriorNormalized takes prior='masked' or 'text' on a new prompt: "
                     "not prior='blank', 'inputs' or 'noise' (VCD, ICD), nor past_key_values to continue. Use "
                     "prior='masked' and pass the whole conversation as input_ids.")
 

@@ -1,4 +1,4 @@
-"""Kosmos-2 (refused, `pnd/architectures/refused.py`): a CLIP vision tower, a latent-query projection and a
+"""Kosmos-2 (`pnd/architectures/kosmos2.py`): a CLIP vision tower, a latent-query projection and a
 sinusoidal-position text decoder; the processor writes `<s><image>` + one token per latent query (ids following
 `<unk>`, ordinary vocabulary ids) + `</image>` at the start of each prompt, and `image_embeds_position_mask` marks the
 latent-query slots, whose embeddings the model overwrites with the image features.
