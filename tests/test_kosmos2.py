@@ -115,3 +115,32 @@ def test_kosmos2_greedy_fails_the_reference_with_other_positions(tiny, monkeypat
     same = torch.equal(out.sequences[:, -STEPS:], tokens) and all(
         torch.allclose(got[f], want[f], atol=1e-4) for got, want, f in zip(out.scores, scores, finite))
     assert same == (wrong is None)
+
+
+def test_kosmos2_text_prior_is_the_prompt_without_its_image(tiny):
+    """prior="text" (M3ID's default): the kept tokens renumbered as Kosmos-2 numbers a prompt by itself, from its
+    padding id + 1 (`Kosmos2Architecture.first_position`), on each row of a left-padded batch and through decoding."""
+    from reference import full_logits
+
+    model, processor = tiny("kosmos-2")
+    batch = tiny_inputs(processor, "kosmos-2", PROMPTS, image=True)
+    visual = visual_positions(model, batch["input_ids"])
+    got = pnd.prior_logits(model, **batch, mode="text")
+    for row in range(len(PROMPTS)):
+        text_only = batch["input_ids"][row][batch["attention_mask"][row].bool() & ~visual[row]][None]
+        with torch.no_grad():
+            want = model.text_model(input_ids=text_only).logits[:, -1]  # transformers numbers it itself
+        torch.testing.assert_close(got[row : row + 1], want, atol=1e-4, rtol=0)
+    inputs = tiny_inputs(processor, "kosmos-2", PROMPTS[:1], image=True)
+    out = pnd.attach(model, processor).generate(
+        **inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False, output_scores=True,
+        return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(1.0, prior="text")])
+    ids, text_only = inputs["input_ids"], inputs["input_ids"][~visual_positions(model, inputs["input_ids"])][None]
+    for scores in out.scores:
+        generated = ids[:, inputs["input_ids"].shape[1]:]
+        with torch.no_grad():
+            prior = torch.log_softmax(model.text_model(input_ids=torch.cat([text_only, generated], 1)).logits[:, -1], -1)
+        cond = torch.log_softmax(full_logits(model, inputs, ids, prior=False), -1)
+        finite = torch.isfinite(scores)  # min_new_tokens bans the end token
+        torch.testing.assert_close(scores[finite], (cond - prior)[finite], atol=1e-4, rtol=0)
+        ids = torch.cat([ids, (cond - prior).argmax(-1, keepdim=True)], 1)

@@ -12,12 +12,15 @@ Positions: Kosmos-2's text model numbers positions from its first non-pad token,
 `Kosmos2Architecture.step_positions`: the attended tokens counted, from the padding id on. On an unpadded prompt that is
 transformers' own numbering; on a left-padded one transformers counts the padding slots in its decoding steps (not in
 the prompt), so its padded rows decode otherwise than alone (tests/test_kosmos2.py): pnd's paired rows number a padded
-prompt as the same prompt alone.
+prompt as the same prompt alone. `prior="text"` renumbers the kept tokens from the padding id + 1 (`first_position`),
+as Kosmos-2 numbers a prompt by itself.
 
-Worked around in the tiny model (`pnd/testing/builders/kosmos-2.py`): the processor's `__init__` takes `*kwargs` (a
-typo for `**kwargs`), so a `chat_template` keyword fails (set afterwards); it needs a tokenizer with `<s>` and `<unk>`.
-The model's forward requires pixel values or image embeddings: `prepare` lets it run as the text model without them
-(the prior's own prefill, `CaptionScorer` continuing a prompt's cache).
+Repaired by `prepare` (transformers 5.23): the model's forward requires pixel values or image embeddings, so it runs as
+the text model without them (`CaptionScorer` continuing a prompt's cache), and takes strided position ids (its position
+embedding `view`s them); its text decoder takes 2-D attention masks only, so it is given 4-D ones as other decoders are
+(`pnd._compat.accept_4d_masks`: `CaptionScorer` packs captions with one). Worked around in the tiny model
+(`pnd/testing/builders/kosmos-2.py`): the processor's `__init__` takes `*kwargs` (a typo for `**kwargs`), so a
+`chat_template` keyword fails (set afterwards); it needs a tokenizer with `<s>` and `<unk>`.
 
 Example:
     >>> from pnd.testing import tiny_model, tiny_inputs
@@ -68,6 +71,10 @@ class Kosmos2Architecture(Architecture):
 
     def position_ids(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, **inputs) -> torch.Tensor:
         return self.step_positions(model, attention_mask, input_ids.shape[1])
+
+    def first_position(self, model) -> int:
+        """The position of a prompt's first token (its padding id + 1): where `prior="text"` renumbers from."""
+        return model.config.text_config.pad_token_id + 1
 
     def step_positions(self, model, attention_mask: torch.Tensor, length: int) -> torch.Tensor:
         """The position ids of the last `length` tokens: the attended tokens counted from the padding id on (padding
