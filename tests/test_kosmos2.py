@@ -144,3 +144,17 @@ def test_kosmos2_text_prior_is_the_prompt_without_its_image(tiny):
         finite = torch.isfinite(scores)  # min_new_tokens bans the end token
         torch.testing.assert_close(scores[finite], (cond - prior)[finite], atol=1e-4, rtol=0)
         ids = torch.cat([ids, (cond - prior).argmax(-1, keepdim=True)], 1)
+
+
+def test_kosmos2_detach_takes_back_its_repairs():
+    """attach repairs the model's forward, wraps its text model's and lets its decoder take 4-D masks; detach takes
+    all three back (tests/test_attachment.py checks the forwards on every patched family)."""
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model("kosmos-2")
+    mask_repair = "_prepare_decoder_attention_mask"
+    pnd.attach(model, processor)
+    assert "forward" in vars(model) and "forward" in vars(model.text_model) and mask_repair in vars(model.text_model.model)
+    pnd.detach(model)
+    assert "forward" not in vars(model) and "forward" not in vars(model.text_model)
+    assert mask_repair not in vars(model.text_model.model)
