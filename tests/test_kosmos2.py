@@ -158,3 +158,15 @@ def test_kosmos2_detach_takes_back_its_repairs():
     pnd.detach(model)
     assert "forward" not in vars(model) and "forward" not in vars(model.text_model)
     assert mask_repair not in vars(model.text_model.model)
+
+
+def test_kosmos2_static_cache_fails_in_transformers_and_is_refused(tiny):
+    """Plain `generate(cache_implementation="static")` fails in transformers 5.23's Kosmos-2 (its attention mask spans
+    the tokens, not the cache's slots); pnd refuses it at alpha > 0 instead of decoding on it."""
+    model, processor = tiny("kosmos-2")
+    inputs = tiny_inputs(processor, "kosmos-2", PROMPTS[:1], image=True)
+    with pytest.raises(RuntimeError, match="must match the size"):
+        model.generate(**inputs, max_new_tokens=2, cache_implementation="static")
+    with pytest.raises(ValueError, match="does not support a static cache on Kosmos-2"):
+        pnd.attach(model, processor).generate(**inputs, max_new_tokens=2, cache_implementation="static",
+                                              logits_processor=[pnd.PriorNormalized(0.5)])

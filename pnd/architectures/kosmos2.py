@@ -46,6 +46,9 @@ class Kosmos2Architecture(Architecture):
     hides: str = "`<image>`, the latent-query slots and `</image>` that the processor writes after `<s>`"
     embeds_prompt: bool = True  # its generate runs its text model's generate
     generates_with: str = "text_model"  # the submodule whose generate and forward the family's generate runs
+    # transformers 5.23's own Kosmos-2 generate fails with a static cache (its 2-D mask spans the prompt and the
+    # generated tokens, not the cache's slots, which its attention then gets as keys)
+    static_cache: bool = False
 
     def language_model(self, model):
         return model.text_model.model

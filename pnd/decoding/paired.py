@@ -195,6 +195,10 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     kwargs.pop("past_key_values", None)  # an empty cache to fill (transformers' tests pass one): pnd's, of its kind
     if config.cache_implementation != "static" and not isinstance(given, StaticCache):
         return PairedCache(config=text_config)
+    if not getattr(generation.attachment.architecture, "static_cache", True):
+        raise ValueError(f"PriorNormalized (alpha > 0) does not support a static cache on "
+                         f"{generation.attachment.architecture.name}: its own generate fails with one in transformers "
+                         "(its attention mask does not span the cache's slots). Use the default dynamic cache.")
     max_length = config.max_length if config.max_new_tokens is None else prompt.shape[1] + config.max_new_tokens
     attachment = generation.attachment
     given_len = given.get_max_length() if isinstance(given, StaticCache) else 0
