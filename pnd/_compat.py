@@ -353,3 +353,33 @@ def _masked_indexer_forward(indexer, hidden_states, position_embeddings, past_ke
         block_scores.scatter_(-1, local_idx, float("inf"))
     topk_scores, topk_indices = block_scores.topk(min(indexer.topk_blocks, num_key_blocks), dim=-1)
     return topk_indices.masked_fill(topk_scores == float("-inf"), -1)
+
+
+def accept_4d_masks(decoder, undo: bool = False) -> None:
+    """Make Kosmos-2's text decoder take a 4-D attention mask (boolean, True attending, or additive) as given, as other
+    decoders do (idempotent; `undo=True` restores it). transformers 5.23's `_prepare_decoder_attention_mask` takes 2-D
+    masks only, and `CaptionScorer` packs captions after a prompt with a 4-D one.
+
+    Example:
+        >>> from pnd.testing import tiny_model
+        >>> decoder = tiny_model("kosmos-2")[0].text_model.model
+        >>> accept_4d_masks(decoder); accept_4d_masks(decoder, undo=True)
+    """
+    name = "_prepare_decoder_attention_mask"
+    if undo or name in vars(decoder):
+        if undo:
+            vars(decoder).pop(name, None)
+        return
+    prepare_mask = getattr(decoder, name)
+
+    @functools.wraps(prepare_mask)
+    def repaired(attention_mask, input_shape, inputs_embeds, past_key_values_length):
+        if attention_mask is None or attention_mask.ndim != 4:
+            return prepare_mask(attention_mask, input_shape, inputs_embeds, past_key_values_length)
+        if attention_mask.dtype != torch.bool:
+            return attention_mask.to(inputs_embeds.dtype)
+        blocked = torch.finfo(inputs_embeds.dtype).min
+        return torch.zeros(attention_mask.shape, dtype=inputs_embeds.dtype,
+                           device=inputs_embeds.device).masked_fill(~attention_mask, blocked)
+
+    setattr(decoder, name, repaired)

@@ -100,6 +100,8 @@ TEXT_EXPANDED = {
     "idefics3": rf"(?:(?:{_SMOLVLM_TILE})+\n)+\n{_SMOLVLM_IMAGE}|{_SMOLVLM_IMAGE}",
     "mistral3": r"(?:(?:\[IMG\])+\[IMG_BREAK\])*(?:\[IMG\])+\[IMG_END\]",
     "mistral_large4": r"(?:(?:\[IMG\])+\[IMG_BREAK\])*(?:\[IMG\])+\[IMG_END\]",
+    # processing_kosmos2.py: `<image>`, one ordinary id per latent query, `</image>`, after `<s>`
+    "kosmos-2": r"(?s)<image>.*?</image>",
     "gemma4": r"(?:[0-9][0-9]:[0-9][0-9] <\|image>(?:<\|video\|>)+<image\|>)(?: [0-9][0-9]:[0-9][0-9] <\|image>"
               r"(?:<\|video\|>)+<image\|>)*|<\|image>(?:<\|image\|>)+<image\|>",
     "cosmos3_edge": _SECONDS_FRAMES,
@@ -281,6 +283,8 @@ def conditioned_positions(model, input_ids, mask, inputs):
             grids["second_per_grids"] = inputs["video_second_per_grid"]
         positions, _ = base.get_rope_index(input_ids, attention_mask=mask, **grids)
         return positions
+    if model.config.model_type == "kosmos-2":  # modeling_kosmos2.py: numbered from its padding id + 1, pads skipped
+        return mask.long().cumsum(-1) * mask.long() + model.config.text_config.pad_token_id
     return (mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
@@ -305,6 +309,10 @@ def full_logits(model, inputs, sequence, prior: bool, removed: bool | None = Non
             types = inputs[key] if suffix is not None else inputs[key] * (not prior)
             generated = types.new_full((types.shape[0], sequence.shape[1] - types.shape[1]), suffix or 0)
             pixels[key] = torch.cat([types, generated], 1)
+    if "image_embeds_position_mask" in inputs:  # Kosmos-2: the slots its image features fill (masked for the prior)
+        slots = inputs["image_embeds_position_mask"]
+        pixels["image_embeds_position_mask"] = torch.cat([slots, slots.new_zeros(slots.shape[0], sequence.shape[1] -
+                                                                                 slots.shape[1])], 1)
     out = model_forward(model, sequence, inputs["input_ids"].shape[1], attention_mask=mask, position_ids=positions,
                         use_cache=False, **pixels)
     return out.logits[:, -1].float()

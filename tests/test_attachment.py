@@ -16,7 +16,7 @@ def instance_state(model) -> dict:
     return {**vars(model), "attention": config._attn_implementation, "patched submodules": patched}
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "nemotron_h_omni", "minimax_m3_vl"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "nemotron_h_omni", "minimax_m3_vl", "kosmos-2"])
 def test_detach_leaves_no_pnd_attribute_on_the_model(model_type):
     """nemotron_h_omni: attach also repairs transformers' video features on the instance; minimax_m3_vl: it patches
     the indexers of its sparse layers. detach takes both back."""

@@ -117,7 +117,8 @@ def test_beam_search_scores_are_reference_normalized_scores(tiny, model_type, im
     out = generate(model, inputs, alpha, num_beams=3, num_return_sequences=2, length_penalty=1.0)
     eos, pad = model.generation_config.eos_token_id, model.generation_config.pad_token_id
     per_token = ("input_ids", "attention_mask", "token_type_ids", "mm_token_type_ids", "moe_mm_token_type_ids",
-                 "qformer_input_ids", "qformer_attention_mask")  # InstructBLIP's instruction, padded as in the batch
+                 "qformer_input_ids", "qformer_attention_mask",  # InstructBLIP's instruction, padded as in the batch
+                 "image_embeds_position_mask")  # Kosmos-2's image slots
     row_inputs = {k: v.repeat_interleave(2, 0) for k, v in inputs.items() if k in per_token}
     pixel_inputs = {k: v for k, v in inputs.items() if k not in row_inputs}
     for row in range(out.sequences.shape[0]):

@@ -61,7 +61,7 @@ def prefill_path(architecture: Architecture, model_type: str) -> str:
     if not architecture.causal_prompt:
         return "own call (bidirectional visual blocks)"
     if architecture.embeds_prompt:
-        return "own call (the family's generate runs its language model on embeddings)"
+        return "own call (the family's generate runs its language model's own generate)"
     if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
         return "own call (sliding-window layers)"
     return "packed into the conditioned prefill (own call where a checkpoint's layers are recurrent or sparse)"

@@ -91,8 +91,14 @@ LAYER_KINDS: dict[str, LayerKind] = {
     # Keyed "<text model type>:<layer type>": the layer type's name is GLM-5-next's
     **dict.fromkeys(("mistral_large4_text:indexed_attention", "dots3_note_text:indexed_attention"),
                     LayerKind(prior="kept", state="indexed", packs=False, static=False)),
+    # Inkling's: attention with short convolutions on its keys and values and after it (their states and the keys,
+    # values in one cache layer), whose relative position bias and sliding window count cache slots, not position ids
     **dict.fromkeys(("hybrid", "hybrid_sliding"), LayerKind(prior="kept", state="recurrent", refused=(
-        "one layer holds both a recurrent state and an attention cache, which pnd does not carry yet"))),
+        "one layer holds both short convolutions and an attention whose relative position bias counts cache slots, not "
+        "position ids: the convolutions need the kept tokens alone (masked slots still occupy their taps) and the "
+        "bias needs the prompt's slots (the kept tokens alone move every distance across the visual span), so neither "
+        "prior is removal with positions kept (tests/test_layer_kinds.py::test_inkling2_hybrid_layers_have_no_exact_"
+        "prior)"))),
 }
 
 

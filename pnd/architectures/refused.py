@@ -43,15 +43,14 @@ REFUSED: dict[str, str] = {
                     "decode from (for text generation use a Gemma 3 checkpoint: gemma3)",
     "mistral4": "text-only: the image-text-to-text mapping names a causal LM with no vision tower",
     "diffusion_gemma": "block-diffusion decoder: it does not generate left to right, so there is no next-token prior",
-    "inkling2": _layers("hybrid, hybrid_sliding"),
-    "inkling_mm_model": _layers("hybrid, hybrid_sliding"),
+    **dict.fromkeys(("inkling2", "inkling_mm_model"), _layers(
+        "hybrid, hybrid_sliding: short convolutions, which the prior must run on the kept tokens alone, and an "
+        "attention whose relative position bias counts cache slots, not position ids, which the prior must run in the "
+        "prompt's slots; one forward of transformers' layer cannot do both (it would need the bias computed from each "
+        "row's position ids)")),
     "unlimited_ocr": _layers("reference_sliding_attention: transformers' mask for it shifts the prompt's masked slots "
                              "by the window's offset once the window of generated tokens slides, so a prior hiding the "
                              "visual slots through the attention mask would hide other slots"),
-    "kosmos-2": f"{_NOT_YET}: its generate runs its text model's generate, which hands the forward no position "
-                "ids (Kosmos-2 derives them inside from the padding tokens and the cache length), while pnd's paired "
-                "prefill and decoding steps read them; its image features do fill tokens of the prompt "
-                "(`image_embeds_position_mask`)",
     "kosmos-2.5": f"{_NOT_YET}: its generate drops the position ids it is given (`prepare_inputs_for_generation` pops "
                   "them: Kosmos-2.5 derives its sinusoidal positions inside from the padding tokens and the cache "
                   "length), while pnd's paired prefill and decoding steps read them; its image features do fill tokens "

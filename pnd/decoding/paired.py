@@ -103,7 +103,8 @@ def attach(model, processor=None, *, prefill: str = "auto"):
     model.forward = forward
     model.generate = generate
     if architecture.embeds_prompt:  # its generate runs the language model's generate, whose forward calls get paired
-        model.language_model.forward = language_model_forward(model, model.language_model.forward)
+        inner = _generating_model(model, architecture)
+        inner.forward = language_model_forward(model, inner.forward)
     attachment.added = tuple(sorted(set(vars(model)) - before))
     use_split_attention(model)
     if processor is not None:  # attached: its outputs now carry their expansions
@@ -135,7 +136,7 @@ def detach(model) -> None:
         vars(model).pop(name, None)
     stop_split_attention(model)
     if attachment.architecture.embeds_prompt:
-        vars(model.language_model).pop("forward", None)
+        vars(_generating_model(model, attachment.architecture)).pop("forward", None)
     attachment.architecture.unprepare(model)
     for name, value in attachment.replaced.items():
         setattr(model, name, value)
@@ -194,6 +195,10 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     kwargs.pop("past_key_values", None)  # an empty cache to fill (transformers' tests pass one): pnd's, of its kind
     if config.cache_implementation != "static" and not isinstance(given, StaticCache):
         return PairedCache(config=text_config)
+    if not getattr(generation.attachment.architecture, "static_cache", True):
+        raise ValueError(f"PriorNormalized (alpha > 0) does not support a static cache on "
+                         f"{generation.attachment.architecture.name}: its own generate fails with one in transformers "
+                         "(its attention mask does not span the cache's slots). Use the default dynamic cache.")
     max_length = config.max_length if config.max_new_tokens is None else prompt.shape[1] + config.max_new_tokens
     attachment = generation.attachment
     given_len = given.get_max_length() if isinstance(given, StaticCache) else 0
@@ -203,7 +208,7 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     kwargs.pop("max_cache_len", None)  # used here
     if compiles_decoding(model, config):  # generate's loop runs pnd's glue eagerly; each paired step is one call of
         kwargs["disable_compile"] = True  # the model's own compiled call, which passes straight to its forward
-        steps = model.language_model if attachment.architecture.embeds_prompt else model  # what generate's steps call
+        steps = _generating_model(model, attachment.architecture) if attachment.architecture.embeds_prompt else model
         compiled_call = steps.get_compiled_call(config.compile_config)
         generation.decode_forward = functools.partial(compiled_call, **{_PAIRED_STEP: True})
     return cache
@@ -302,6 +307,12 @@ def _paired_forward(model, attachment: Attachment, *args, **kwargs):
     return _paired_call(model, attachment, *args, **kwargs)
 
 
+def _generating_model(model, architecture):
+    """The submodule whose `generate` the family's own `generate` runs (`Architecture.embeds_prompt`): its
+    `language_model`, or the one its architecture names (Kosmos-2: `text_model`)."""
+    return getattr(model, getattr(architecture, "generates_with", "language_model"))
+
+
 def language_model_forward(model, forward):
     """`forward` of `model.language_model`, wrapped: for a family whose own generate runs its language model's
     generate on `inputs_embeds` (the Q-Former families, `pnd/architectures/qformer.py`), each call of it within an
@@ -332,6 +343,12 @@ def _paired_call(model, attachment: Attachment, *args, forward=None, **kwargs):
         return forward(*args, **kwargs)
     if args:
         raise TypeError("pnd's paired forward takes keyword arguments only (as generate passes them).")
+    step_positions = getattr(attachment.architecture, "step_positions", None)
+    if kwargs.get("position_ids") is None and step_positions is not None:  # Kosmos-2: its generate passes none
+        ids, mask = kwargs["input_ids"], kwargs.get("attention_mask")
+        if mask is None:
+            mask = ids.new_ones(ids.shape[0], int(cache.get_seq_length()) + ids.shape[1])
+        kwargs["position_ids"] = step_positions(model, mask, ids.shape[1])
     if isinstance(cache, PairedStaticCache) and not cache.is_paired:
         return _static_prefill(model, attachment, generation, cache, kwargs, forward)
     if not cache.is_paired:
@@ -339,8 +356,8 @@ def _paired_call(model, attachment: Attachment, *args, forward=None, **kwargs):
     return _decode_step(generation, cache, kwargs, forward)
 
 
-_EMBEDDED_PROMPT = ("On a model whose generate runs its language model on embeddings (the Q-Former families: BLIP-2, "
-                    "InstructBLIP, InstructBLIP-Video), PriorNormalized takes prior='masked' or 'text' on a new prompt: "
+_EMBEDDED_PROMPT = ("On a model whose generate runs its language model's generate (the Q-Former families: BLIP-2, "
+                    "InstructBLIP, InstructBLIP-Video; Kosmos-2), PriorNormalized takes prior='masked' or 'text' on a new prompt: "
                     "not prior='blank', 'inputs' or 'noise' (VCD, ICD), nor past_key_values to continue. Use "
                     "prior='masked' and pass the whole conversation as input_ids.")
 
@@ -377,7 +394,7 @@ def _prefill(model, attachment, generation, cache, kwargs, forward):
     elif generation.blank_outputs is not None:
         outputs = forward(**kwargs)
         prior = blank_prefill(model, forward, kwargs, generation.blank_outputs)
-    elif attachment.prefill == "auto" and not embedded and packs_prior(model, kwargs):
+    elif attachment.prefill == "auto" and not attachment.architecture.embeds_prompt and packs_prior(model, kwargs):
         outputs, prior = packed_prefill(model, forward, kwargs, mode)
     else:
         outputs = forward(**kwargs)

@@ -126,7 +126,8 @@ def prior_slots(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, po
     n_computed = int(computed.sum(dim=1).max())
     index = torch.sort(computed.to(torch.int8), dim=1, stable=True).indices[:, length - n_computed :]
     if mode == "text":
-        renumbered = (text.long().cumsum(-1) - 1).clamp(min=0).gather(1, index)
+        first = getattr(architecture, "first_position", lambda model: 0)(model)  # Kosmos-2: its padding id + 1
+        renumbered = (text.long().cumsum(-1) - 1).clamp(min=0).gather(1, index) + first
         positions = renumbered if position_ids.ndim == 2 else renumbered.expand(position_ids.shape[0], -1, -1)
     else:
         positions = gather_positions(position_ids, index)
