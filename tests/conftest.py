@@ -6,7 +6,8 @@ import torch
 
 from pnd.testing import tiny_model
 
-torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", 2)))  # 2 (CI's cores) unless the caller chose
+# one thread per pytest-xdist worker (CI's 2 cores run 2 workers), 2 in one process, unless the caller chose
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)))
 
 
 @functools.cache

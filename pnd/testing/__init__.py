@@ -40,7 +40,8 @@ CORE_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "llava", "qwe
                       "internvl", "smolvlm", "video_llama_3", "minicpmv4_6", "minicpmv4_7", "lfm2_vl")
 _SHARED_BUILDERS = {"qwen2_5_vl": "qwen2_vl", "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_vl",
                     "qwen3_5_moe": "qwen3_vl", "glm4v_moe": "glm4v", "minicpmv4_6": "minicpmv",
-                    "minicpmv4_7": "minicpmv", "minicpm_ocr": "minicpmv"}
+                    "minicpmv4_7": "minicpmv", "minicpm_ocr": "minicpmv", "glmga": "glm46v",
+                    "vipllava": "llava"}
 # families added through the generic expansion finder: builders in pnd/testing/builders/<model type>.py
 FINDER_VIDEO_ARCHITECTURES = ("gemma4", "gemma4_unified", "glm46v", "cosmos3_edge", "cosmos3_omni", "cohere_compass",
                               "ernie4_5_vl_moe", "qwen3_omni_moe_thinker", "kimi_k25", "muse_glimmer", "lfm3_vl",

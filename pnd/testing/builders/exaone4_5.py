@@ -16,11 +16,10 @@ def build(seed: int):
         Exaone4_5_Config,
         Exaone4_5_ForConditionalGeneration,
         Exaone4_5_Processor,
-        Qwen2VLImageProcessor,
-        Qwen2VLVideoProcessor,
     )
 
-    from pnd.testing import QWEN_VISION_TOKENS, chat_template, tiny_llama_text, tiny_tokenizer, vision_token_ids
+    from pnd.testing import QWEN_VISION_TOKENS, tiny_llama_text, tiny_tokenizer, vision_token_ids
+    from pnd.testing.builders.qwen2_vl import qwen2_vl_processor_parts
 
     tokenizer = tiny_tokenizer(list(QWEN_VISION_TOKENS))
     ids = vision_token_ids(tokenizer)
@@ -34,12 +33,4 @@ def build(seed: int):
     )
     torch.manual_seed(seed)
     model = Exaone4_5_ForConditionalGeneration(config).eval()
-    pixels = dict(min_pixels=56 * 56, max_pixels=56 * 56)
-    processor = Exaone4_5_Processor(
-        image_processor=Qwen2VLImageProcessor(**pixels),
-        video_processor=Qwen2VLVideoProcessor(**pixels, cap_pixels_per_frame=True),
-        tokenizer=tokenizer,
-        chat_template=chat_template("<|vision_start|><|image_pad|><|vision_end|>",
-                                    "<|vision_start|><|video_pad|><|vision_end|>"),
-    )
-    return model, processor
+    return model, Exaone4_5_Processor(tokenizer=tokenizer, **qwen2_vl_processor_parts())

@@ -1,5 +1,7 @@
-"""GLM-4.6V: GLM-4.1V's vision tower and 3-D M-RoPE language model (glm4v_text), with the GLM-4.6V processor (a video
-is written as frames `<|begin_of_image|>` image tokens `<|end_of_image|>` followed by a "T.T seconds" timestamp)."""
+"""GLM-4.6V and Glmga (`model_type`): GLM-4.1V's vision tower and 3-D M-RoPE language model (glm4v_text), with the
+GLM-4.6V processor (a video is written as frames `<|begin_of_image|>` image tokens `<|end_of_image|>` followed by a
+"T.T seconds" timestamp). transformers maps Glmga to GLM-4.6V's model class and has no Glmga processor class: its own
+image and video processors go into GLM-4.6V's processor."""
 
 from __future__ import annotations
 
@@ -23,17 +25,15 @@ def glm_tokenizer():
     return tokenizer, ids, template
 
 
-def build(seed: int):
-    from transformers import (
-        Glm46VConfig,
-        Glm46VForConditionalGeneration,
-        Glm46VImageProcessor,
-        Glm46VProcessor,
-        Glm46VVideoProcessor,
-    )
+def build(seed: int, model_type: str = "glm46v"):
+    import transformers
+    from transformers import Glm46VForConditionalGeneration, Glm46VProcessor
 
+    prefix = {"glm46v": "Glm46V", "glmga": "Glmga"}[model_type]
+    config_class, image_processor, video_processor = (getattr(transformers, f"{prefix}{part}") for part in
+                                                      ("Config", "ImageProcessor", "VideoProcessor"))
     tokenizer, ids, template = glm_tokenizer()
-    config = Glm46VConfig(
+    config = config_class(
         text_config=dict(
             model_type="glm4v_text", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
             num_hidden_layers=2, head_dim=16, num_attention_heads=4, num_key_value_heads=2,
@@ -55,8 +55,8 @@ def build(seed: int):
     image_size = {"shortest_edge": 2 * 56 * 56, "longest_edge": 2 * 56 * 56}
     video_size = {"shortest_edge": 56 * 56, "longest_edge": 4 * 56 * 56}
     processor = Glm46VProcessor(
-        image_processor=Glm46VImageProcessor(size=image_size),
-        video_processor=Glm46VVideoProcessor(size=video_size, do_sample_frames=False),
+        image_processor=image_processor(size=image_size),
+        video_processor=video_processor(size=video_size, do_sample_frames=False),
         tokenizer=tokenizer,
         chat_template=template,
     )

@@ -17,11 +17,10 @@ def build(seed: int):
         HyperCLOVAXVisionV2Config,
         HyperCLOVAXVisionV2ForConditionalGeneration,
         HyperCLOVAXVisionV2Processor,
-        Qwen2VLImageProcessor,
-        Qwen2VLVideoProcessor,
     )
 
-    from pnd.testing import QWEN_VISION_TOKENS, chat_template, tiny_llama_text, tiny_tokenizer, vision_token_ids
+    from pnd.testing import QWEN_VISION_TOKENS, tiny_llama_text, tiny_tokenizer, vision_token_ids
+    from pnd.testing.builders.qwen2_vl import qwen2_vl_processor_parts
 
     tokenizer = tiny_tokenizer(list(QWEN_VISION_TOKENS), corpus=('{"video_duration": 2.0} {"video_duration": 4.0}',))
     ids = vision_token_ids(tokenizer)
@@ -35,12 +34,5 @@ def build(seed: int):
     )
     torch.manual_seed(seed)
     model = HyperCLOVAXVisionV2ForConditionalGeneration(config).eval()
-    pixels = dict(min_pixels=56 * 56, max_pixels=56 * 56)
-    processor = HyperCLOVAXVisionV2Processor(
-        image_processor=Qwen2VLImageProcessor(**pixels),
-        video_processor=Qwen2VLVideoProcessor(**pixels, cap_pixels_per_frame=True),
-        tokenizer=tokenizer,
-        chat_template=chat_template("<|vision_start|><|image_pad|><|vision_end|>",
-                                    '{"video_duration": <|video_duration|>}<|vision_start|><|video_pad|><|vision_end|>'),
-    )
-    return model, processor
+    video = '{"video_duration": <|video_duration|>}<|vision_start|><|video_pad|><|vision_end|>'  # the checkpoint's
+    return model, HyperCLOVAXVisionV2Processor(tokenizer=tokenizer, **qwen2_vl_processor_parts(video))

@@ -11,9 +11,7 @@ def build(seed: int, model_type: str = "qwen2_vl"):
     from transformers import (
         AutoConfig,
         AutoModelForImageTextToText,
-        Qwen2VLImageProcessor,
         Qwen2VLProcessor,
-        Qwen2VLVideoProcessor,
     )
 
     tokenizer = tiny_tokenizer(list(QWEN_VISION_TOKENS))
@@ -35,12 +33,16 @@ def build(seed: int, model_type: str = "qwen2_vl"):
     )
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config).eval()
+    return model, Qwen2VLProcessor(tokenizer=tokenizer, **qwen2_vl_processor_parts())
+
+
+def qwen2_vl_processor_parts(video: str = "<|vision_start|><|video_pad|><|vision_end|>") -> dict:
+    """Qwen2-VL's image and video processors (one 56-pixel grid: 4 tokens per image or frame pair) and the chat
+    template writing `video` for a video: the processor parts of the families of its format (EXAONE 4.5,
+    HyperCLOVA X Vision V2)."""
+    from transformers import Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+
     pixels = dict(min_pixels=56 * 56, max_pixels=56 * 56)
-    processor = Qwen2VLProcessor(
-        image_processor=Qwen2VLImageProcessor(**pixels),
-        video_processor=Qwen2VLVideoProcessor(**pixels, cap_pixels_per_frame=True),
-        tokenizer=tokenizer,
-        chat_template=chat_template("<|vision_start|><|image_pad|><|vision_end|>",
-                                    "<|vision_start|><|video_pad|><|vision_end|>"),
-    )
-    return model, processor
+    return dict(image_processor=Qwen2VLImageProcessor(**pixels),
+                video_processor=Qwen2VLVideoProcessor(**pixels, cap_pixels_per_frame=True),
+                chat_template=chat_template("<|vision_start|><|image_pad|><|vision_end|>", video))
