@@ -438,6 +438,19 @@ def _noise_in_hidden_prior_slots(monkeypatch):
     monkeypatch.setattr(PairedCache, "add_prior", noisy)
 
 
+def _greedy_with_noise_in_hidden_prior_slots(model, processor, inputs, monkeypatch):
+    """pnd's normalized greedy decoding with noise in the prior rows' hidden slots equals the reference's; returns the
+    reference's (tokens, scores)."""
+    tokens, scores = greedy(model, inputs, 0.7, STEPS, banned=_eos(model))
+    _noise_in_hidden_prior_slots(monkeypatch)
+    out = _normalized_greedy(model, processor, inputs)
+    assert torch.equal(out.sequences[:, -STEPS:], tokens)
+    for got, want in zip(out.scores, scores):
+        finite = torch.isfinite(got)
+        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+    return tokens, scores
+
+
 @pytest.mark.parametrize("image", [False, True])
 def test_minimax_decoding_steps_hide_the_visual_keys_from_the_indexer(minimax, monkeypatch, image):
     """Whatever the prior rows' visual slots hold, the decoding steps hide them from attention (mask) and from the
@@ -447,13 +460,7 @@ def test_minimax_decoding_steps_hide_the_visual_keys_from_the_indexer(minimax, m
 
     model, processor = minimax
     inputs = _minimax_inputs(processor, image=image)
-    tokens, scores = greedy(model, inputs, 0.7, STEPS, banned=_eos(model))
-    _noise_in_hidden_prior_slots(monkeypatch)
-    out = _normalized_greedy(model, processor, inputs)
-    assert torch.equal(out.sequences[:, -STEPS:], tokens)
-    for got, want in zip(out.scores, scores):
-        finite = torch.isfinite(got)
-        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+    tokens, scores = _greedy_with_noise_in_hidden_prior_slots(model, processor, inputs, monkeypatch)
     monkeypatch.setattr(pnd.decoding.paired, "indexer_keys", lambda keys: contextlib.nullcontext())
     out = _normalized_greedy(model, processor, inputs)
     gap = max(float((got - want)[torch.isfinite(got)].abs().max()) for got, want in zip(out.scores, scores))
@@ -501,13 +508,7 @@ def test_per_key_indexers_need_no_indexer_key_mask_in_the_steps(monkeypatch, mod
     reference's tokens and scores."""
     model, processor = tiny_model(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS, image=model_type == "mistral_large4")
-    tokens, scores = greedy(model, inputs, 0.7, STEPS, banned=_eos(model))
-    _noise_in_hidden_prior_slots(monkeypatch)
-    out = _normalized_greedy(model, processor, inputs)
-    assert torch.equal(out.sequences[:, -STEPS:], tokens)
-    for got, want in zip(out.scores, scores):
-        finite = torch.isfinite(got)
-        torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
+    _greedy_with_noise_in_hidden_prior_slots(model, processor, inputs, monkeypatch)
 
 
 # Inkling 2's hybrid layers: attention plus four short convolutions (keys, values, after attention, after the MLP),
