@@ -383,3 +383,9 @@ def accept_4d_masks(decoder, undo: bool = False) -> None:
                            device=inputs_embeds.device).masked_fill(~attention_mask, blocked)
 
     setattr(decoder, name, repaired)
+
+
+def pending_video_durations(processor) -> list:
+    """The durations HyperCLOVA X Vision V2's processor will write for the `<|video_duration|>` tokens of the text it
+    expands next (transformers 5.23 keeps them on a private attribute)."""
+    return list(processor._pending_video_durations)

@@ -37,6 +37,7 @@ import re
 
 import torch
 
+from .._compat import pending_video_durations
 from .qwen2_vl import MRoPEArchitecture
 from .registry import Architecture, register
 from .reported import WRITTEN_UNREPORTED
@@ -58,7 +59,7 @@ def _exaone4_5_inputs(model, input_ids, **kwargs):
 def _hyperclovax_durations(processor, texts) -> list[list[tuple[int, int]]]:
     """Per prompt, the spans where HyperCLOVAX Vision V2's processor writes a video's duration (`json.dumps` of it in
     place of each `<|video_duration|>`, the durations in order across prompts), in the text it then expands."""
-    durations, token = iter(processor._pending_video_durations), processor.video_duration_token
+    durations, token = iter(pending_video_durations(processor)), processor.video_duration_token
     spans = []
     for text in [texts] if isinstance(texts, str) else texts:
         row, shift = [], 0
