@@ -453,9 +453,9 @@ def test_explain_with_a_method_equals_brute_force(tiny, name):
         ids = [t.token_id for t in tokens]
         assert ids == want[: len(ids)] and ids
         generated = torch.tensor([ids])
-        c = method_forced(model, inputs, generated, lambda c, p, t: c, prior)[0]
-        p = method_forced(model, inputs, generated, lambda c, p, t: p, prior)[0]
-        s = method_forced(model, inputs, generated, combine, prior)[0]
+        with torch.no_grad():
+            c, p, s = (method_forced(model, inputs, generated, view, prior)[0]
+                       for view in (lambda c, p, t: c, lambda c, p, t: p, combine))
         for step, token in enumerate(tokens):
             for got, view in ((token.conditional, c), (token.prior, p), (token.normalized, s)):
                 assert got == pytest.approx(float(view[step, token.token_id]), abs=2e-4)
