@@ -546,7 +546,8 @@ def test_lmms_eval_model_args_method(tmp_path, args):
                                for c in choices])
     for choice, (loss, greedy) in zip(choices, losses):
         ids = processor.tokenizer(choice, add_special_tokens=False).input_ids
-        scores = method_forced(model, inputs, torch.tensor([ids]), uncut, prior)[0]
+        with torch.no_grad():
+            scores = method_forced(model, inputs, torch.tensor([ids]), uncut, prior)[0]
         assert loss == pytest.approx(-float(scores[torch.arange(len(ids)), ids].mean()), abs=2e-4) and not greedy
     with pytest.raises(TypeError, match=r"unknown model_args \['noise_step'\] \(method=cpn also takes alpha, prior"):
         PndHf(pretrained=str(tmp_path / "model"), device="cpu", noise_step=3)
