@@ -54,14 +54,27 @@ def eos(model):
     return ids if isinstance(ids, list) else [ids]
 
 
-def messages(prompt):
-    return [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": prompt}]}]
+def messages(prompt, kind="video"):
+    return [{"role": "user", "content": [{"type": kind}, {"type": "text", "text": prompt}]}]
 
 
-def icd(processor, model_type, prompts=PROMPTS, seed=0):
-    """ICD's contrast for `tiny_inputs(processor, model_type, prompts, seed)`: the same videos, the instruction first."""
-    videos = [random_video(seed + i, frames=4) for i in range(len(prompts))]
-    return pnd.icd_inputs(processor, [messages(p) for p in prompts], videos=videos)
+def icd(processor, model_type, prompts=PROMPTS):
+    """ICD's contrast for `tiny_inputs(processor, model_type, prompts)` on any family: its videos or images, the
+    instruction first; a processor that takes one video per call builds each row alone, left-padded."""
+    from pnd.testing import ONE_VIDEO_PER_CALL, VIDEO_ARCHITECTURES, left_padded
+
+    kind = "video" if model_type in VIDEO_ARCHITECTURES else "image"
+    visuals = [random_video(i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]
+    rows = [(messages(p, kind), {"videos": [v]} if kind == "video" else {"images": [[v[0]]]})
+            for p, v in zip(prompts, visuals)]
+    current = pixel_values_kwargs(processor)  # Fuyu's pixel_values, not its deprecated image_patches
+    if model_type in ONE_VIDEO_PER_CALL:
+        return left_padded([pnd.icd_inputs(processor, m, **v, **current) for m, v in rows],
+                           processor.tokenizer.pad_token_id)
+    together = {key: [x for _, v in rows for x in v[key]] for key in rows[0][1]}
+    together["images"] = images_for(processor, together["images"]) if "images" in together else None
+    return pnd.icd_inputs(processor, [m for m, _ in rows], **{k: v for k, v in together.items() if v is not None},
+                          **current)
 
 
 def noised(inputs, noise_step=500, seed=0):
@@ -241,25 +254,6 @@ def test_contrast_greedy_matches_brute_force(tiny, model_type, kind):
     assert out.past_key_values.get_seq_length() == out.sequences.shape[1] - 1  # the prompt as given, no padding
 
 
-def icd_of(processor, model_type, prompts=PROMPTS):
-    """ICD's contrast for `tiny_inputs(processor, model_type, prompts)` on any family: its videos or images, the
-    instruction first; a processor that takes one video per call builds each row alone, left-padded."""
-    from pnd.testing import ONE_VIDEO_PER_CALL, VIDEO_ARCHITECTURES, left_padded
-
-    kind = "video" if model_type in VIDEO_ARCHITECTURES else "image"
-    visuals = [random_video(i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]
-    rows = [([{"role": "user", "content": [{"type": kind}, {"type": "text", "text": p}]}],
-             {"videos": [v]} if kind == "video" else {"images": [[v[0]]]}) for p, v in zip(prompts, visuals)]
-    current = pixel_values_kwargs(processor)  # Fuyu's pixel_values, not its deprecated image_patches
-    if model_type in ONE_VIDEO_PER_CALL:
-        return left_padded([pnd.icd_inputs(processor, m, **v, **current) for m, v in rows],
-                           processor.tokenizer.pad_token_id)
-    together = {key: [x for _, v in rows for x in v[key]] for key in rows[0][1]}
-    together["images"] = images_for(processor, together["images"]) if "images" in together else None
-    return pnd.icd_inputs(processor, [m for m, _ in rows], **{k: v for k, v in together.items() if v is not None},
-                          **current)
-
-
 @pytest.mark.parametrize("model_type", TINY_ARCHITECTURES)
 def test_vcd_and_icd_on_every_family(tiny, model_type):
     """VCD (the same prompts on noised pixels) and ICD (longer contrast prompts, the instruction first, through the
@@ -267,7 +261,7 @@ def test_vcd_and_icd_on_every_family(tiny, model_type):
     Families whose language model gets the prompt as embeddings (the Q-Former families) refuse them, named."""
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)
-    contrast = icd_of(processor, model_type)
+    contrast = icd(processor, model_type)
     # no plausibility cut: a token at its edge could fall either side by rounding (the cut is tested above)
     vcd, icd_ = (pnd.PriorNormalized(1.0, prior=p, combine="contrastive") for p in ("noise", "inputs"))
     if architecture_for(model).embeds_prompt:
