@@ -27,7 +27,8 @@ PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "ima
               "target_sizes_videos", "pixel_attention_mask", "spatial_shapes", "pixel_values_local", "num_local_patches",
               "num_frames_per_video", "image_position_ids", "video_position_ids",
               "qformer_input_ids", "qformer_attention_mask",  # the Q-Former families: the instruction the queries read
-              "pixel_mask", "high_res_pixel_values")  # Aria's padding mask, DeepSeek-VL hybrid's SAM input
+              "pixel_mask", "high_res_pixel_values",  # Aria's padding mask, DeepSeek-VL hybrid's SAM input
+              "flattened_patches")  # Kosmos-2.5's patches
 # per-token inputs (0 = text): visual blocks that attend bidirectionally (Gemma 3 and 4, Molmo2), MoE routing of visual
 # tokens to vision experts (ERNIE 4.5 VL); the prior's kept tokens and the generated tokens are text
 TOKEN_TYPES = ("token_type_ids", "mm_token_type_ids", "moe_mm_token_type_ids")
@@ -101,7 +102,8 @@ TEXT_EXPANDED = {
     "mistral3": r"(?:(?:\[IMG\])+\[IMG_BREAK\])*(?:\[IMG\])+\[IMG_END\]",
     "mistral_large4": r"(?:(?:\[IMG\])+\[IMG_BREAK\])*(?:\[IMG\])+\[IMG_END\]",
     # processing_kosmos2.py: `<image>`, one ordinary id per latent query, `</image>`, after `<s>`
-    "kosmos-2": r"(?s)<image>.*?</image>",
+    # (processing_kosmos2_5.py: `<s>` per latent query)
+    **dict.fromkeys(("kosmos-2", "kosmos-2.5"), r"(?s)<image>.*?</image>"),
     "gemma4": r"(?:[0-9][0-9]:[0-9][0-9] <\|image>(?:<\|video\|>)+<image\|>)(?: [0-9][0-9]:[0-9][0-9] <\|image>"
               r"(?:<\|video\|>)+<image\|>)*|<\|image>(?:<\|image\|>)+<image\|>",
     "cosmos3_edge": _SECONDS_FRAMES,
@@ -283,7 +285,8 @@ def conditioned_positions(model, input_ids, mask, inputs):
             grids["second_per_grids"] = inputs["video_second_per_grid"]
         positions, _ = base.get_rope_index(input_ids, attention_mask=mask, **grids)
         return positions
-    if model.config.model_type == "kosmos-2":  # modeling_kosmos2.py: numbered from its padding id + 1, pads skipped
+    if model.config.model_type in ("kosmos-2", "kosmos-2.5"):  # modeling_kosmos2(_5).py: from its padding id + 1, pads
+        # skipped
         return mask.long().cumsum(-1) * mask.long() + model.config.text_config.pad_token_id
     return (mask.long().cumsum(-1) - 1).clamp(min=0)
 

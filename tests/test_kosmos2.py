@@ -93,12 +93,13 @@ def _transformers_steps(model, attention_mask, length):
 
 
 @pytest.mark.parametrize("wrong", [None, "padding counted", "no offset"])
-def test_kosmos2_greedy_fails_the_reference_with_other_positions(tiny, monkeypatch, wrong):
+@pytest.mark.parametrize("model_type", ["kosmos-2", "kosmos-2.5"])
+def test_kosmos2_greedy_fails_the_reference_with_other_positions(tiny, monkeypatch, model_type, wrong):
     """Normalized greedy decoding of a left-padded batch equals the reference (each prompt's positions from its padding
     id on, pads skipped); numbering the steps as transformers does (padding counted) or without the padding id's
-    offset changes the tokens or the scores."""
-    model, processor = tiny("kosmos-2")
-    inputs = tiny_inputs(processor, "kosmos-2", PROMPTS, image=True)
+    offset changes the tokens or the scores. Kosmos-2.5 numbers its prompts the same way."""
+    model, processor = tiny(model_type)
+    inputs = tiny_inputs(processor, model_type, PROMPTS, image=True)
     right = Kosmos2Architecture.step_positions
     if wrong == "padding counted":
         monkeypatch.setattr(Kosmos2Architecture, "step_positions", lambda self, model, mask, length: (
@@ -172,19 +173,40 @@ def test_kosmos2_static_cache_fails_in_transformers_and_is_refused(tiny):
                                               logits_processor=[pnd.PriorNormalized(0.5)])
 
 
-def test_kosmos2_5_generate_drops_the_position_ids():
-    """Kosmos-2.5 stays refused for Kosmos-2's reason: its `prepare_inputs_for_generation` drops the position ids
-    (its sinusoidal positions are derived inside from the padding tokens and the cache length)."""
-    from transformers import Kosmos2_5Config, Kosmos2_5ForConditionalGeneration
-
-    config = Kosmos2_5Config(text_config=dict(vocab_size=64, embed_dim=32, layers=1, attention_heads=2, ffn_dim=64),
-                             vision_config=dict(hidden_size=32, patch_embed_hidden_size=48, intermediate_size=64,
-                                                head_dim=16, num_hidden_layers=1, num_attention_heads=2),
-                             latent_query_num=4)
-    model = Kosmos2_5ForConditionalGeneration(config).eval()
+def test_kosmos2_5_generate_drops_the_position_ids(tiny):
+    """Kosmos-2.5's `prepare_inputs_for_generation` drops the position ids (its sinusoidal positions are derived inside
+    from the padding tokens and the cache length), as Kosmos-2's generate passes none: pnd's paired calls number the
+    steps by `step_positions` (the test above fails with transformers' numbering)."""
+    model, _ = tiny("kosmos-2.5")
     ids = torch.tensor([[0, 5, 6, 7]])
     inputs = model.prepare_inputs_for_generation(ids, attention_mask=torch.ones_like(ids), use_cache=True,
                                                  position_ids=torch.arange(4)[None], is_first_iteration=True)
-    assert "position_ids" not in inputs  # given, and dropped: what pnd's paired prefill and decoding steps read
-    with pytest.raises(ValueError, match="position ids"):
-        pnd.attach(model)
+    assert "position_ids" not in inputs
+
+
+@pytest.mark.parametrize("repaired", [True, False])
+def test_kosmos2_5_padded_rows_get_their_own_image_slots(tiny, monkeypatch, repaired):
+    """transformers 5.23's Kosmos-2.5 processor writes `image_embeds_position_mask` as if no row were padded, so in a
+    left-padded batch the image features land on a padded row's padding and first text tokens. pnd's forward marks
+    each row's own slots: the processor's padded batch decodes as each prompt alone (the single prompts' masks are
+    right), and differs without the repair."""
+    from pnd.architectures.kosmos2 import Kosmos2_5Architecture
+    from pnd.io.prompts import video_prompt
+    from pnd.testing import random_video
+
+    model, processor = tiny("kosmos-2.5")
+    if not repaired:
+        monkeypatch.setattr(Kosmos2_5Architecture, "prepare", lambda self, model: None)
+    texts = [video_prompt(processor, p, "image") for p in PROMPTS]
+    images = [random_video(i, frames=1)[0] for i in range(len(PROMPTS))]
+    batch = processor(text=texts, images=images, return_tensors="pt", padding=True)
+    assert not batch["attention_mask"][0].all() and torch.equal(*batch["image_embeds_position_mask"])  # one mask
+    kwargs = dict(max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False, output_scores=True,
+                  return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(0.7)])
+    attached = pnd.attach(model, processor)
+    together = attached.generate(**batch, **kwargs)
+    alone = attached.generate(**processor(text=texts[:1], images=images[:1], return_tensors="pt"), **kwargs)
+    same = torch.equal(together.sequences[0, -STEPS:], alone.sequences[0, -STEPS:]) and all(
+        torch.allclose(a[0][torch.isfinite(b[0])], b[0][torch.isfinite(b[0])], atol=1e-4)
+        for a, b in zip(together.scores, alone.scores))
+    assert same == repaired

@@ -78,7 +78,13 @@ def icd(processor, model_type, prompts=PROMPTS):
 
 
 def noised(inputs, noise_step=500, seed=0):
-    return {**inputs, **{k: pnd.vcd_noise(v, noise_step, seed) for k, v in inputs.items() if k.startswith("pixel_values")}}
+    """VCD's noise on the pixel inputs; on Kosmos-2.5's flattened patches, on the pixels after each patch's row and
+    column (image_processing_kosmos2_5.py)."""
+    def noise(v):
+        return pnd.vcd_noise(v, noise_step, seed)
+
+    patches = {k: torch.cat([v[..., :2], noise(v[..., 2:])], -1) for k, v in inputs.items() if k == "flattened_patches"}
+    return {**inputs, **{k: noise(v) for k, v in inputs.items() if k.startswith("pixel_values")}, **patches}
 
 
 def assert_greedy(model, inputs, out, combine, prior):

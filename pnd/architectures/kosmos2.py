@@ -1,5 +1,5 @@
-"""Kosmos-2: a CLIP vision tower whose features, through 64 latent queries, overwrite the embeddings of the prompt's
-latent-query slots; its `generate` runs its text model's `generate`.
+"""Kosmos-2 and Kosmos-2.5: a vision tower whose features, through latent queries, overwrite the embeddings of the
+prompt's latent-query slots. Kosmos-2's `generate` runs its text model's `generate`; Kosmos-2.5's is the model's own.
 
 How transformers 5.23 builds its prompts: the processor prefixes every text with `<image>`, one ordinary vocabulary id
 per latent query (the ids after `<unk>`, consecutive) and `</image>`, right after `<s>`, outside
@@ -21,6 +21,13 @@ embedding `view`s them); its text decoder takes 2-D attention masks only, so it 
 (`pnd._compat.accept_4d_masks`: `CaptionScorer` packs captions with one). Worked around in the tiny model
 (`pnd/testing/builders/kosmos-2.py`): the processor's `__init__` takes `*kwargs` (a typo for `**kwargs`), so a
 `chat_template` keyword fails (set afterwards); it needs a tokenizer with `<s>` and `<unk>`.
+
+Kosmos-2.5 (a Pix2Struct-style tower on flattened patches, Kosmos-2's text decoder): its processor writes `<s>`,
+`<image>`, `<s>` per latent query and `</image>` before the text, the same structure with `<s>` as every latent-query
+id; its `prepare_inputs_for_generation` drops the position ids, so pnd numbers its paired calls as Kosmos-2's. Repaired
+by `prepare`: the processor writes one `image_embeds_position_mask` for the whole batch, as if no row were padded, so
+the forward gets each row's own (a left-padded row would get the image on its padding); and strided position ids.
+The blank and noise priors keep its patches' row and column (`Architecture.patch_coordinates`).
 
 Example:
     >>> from pnd.testing import tiny_model, tiny_inputs
@@ -54,7 +61,8 @@ class Kosmos2Architecture(Architecture):
         return model.text_model.model
 
     def placeholder_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:
-        """The latent-query slots: `latent_query_num` consecutive ids two tokens after each row's first `<s>`."""
+        """The latent-query slots: `latent_query_num` query ids (`latent_query_ids`) two tokens after each row's first
+        `<s>`."""
         text = config.text_config
         queries = config.latent_query_num
         mask = torch.zeros_like(input_ids, dtype=torch.bool)
@@ -62,9 +70,13 @@ class Kosmos2Architecture(Architecture):
             start = next((i for i, t in enumerate(ids) if t != text.pad_token_id), len(ids))
             slots = ids[start + 2:start + 2 + queries]
             if (start + queries + 2 < len(ids) and ids[start] == text.bos_token_id
-                    and slots == list(range(slots[0], slots[0] + queries))):
+                    and slots == self.latent_query_ids(config, slots[0])):
                 mask[row, start + 2:start + 2 + queries] = True
         return mask
+
+    def latent_query_ids(self, config, first: int) -> list[int]:
+        """The ids the processor writes for the latent queries, the first being `first`: consecutive ids."""
+        return list(range(first, first + config.latent_query_num))
 
     def expansion_mask(self, config, input_ids: torch.Tensor) -> torch.Tensor:
         """The latent-query slots with the `<image>` before and the `</image>` after them."""
@@ -103,8 +115,7 @@ def _text_forward(model, forward):
     position ids (its position embedding `view`s them; `CaptionScorer` expands one row's over its captions)."""
     @functools.wraps(forward)
     def repaired(*args, **kwargs):
-        if kwargs.get("position_ids") is not None:
-            kwargs["position_ids"] = kwargs["position_ids"].contiguous()
+        _contiguous_positions(kwargs)
         if args or kwargs.get("pixel_values") is not None or kwargs.get("image_embeds") is not None:
             return forward(*args, **kwargs)
         return model.text_model(**{k: v for k, v in kwargs.items() if k != "pixel_values"})
@@ -112,5 +123,62 @@ def _text_forward(model, forward):
     return repaired
 
 
+def _contiguous_positions(kwargs: dict) -> None:
+    """Make the position ids contiguous: the sinusoidal position embedding `view`s them (`CaptionScorer` expands one
+    row's over its captions)."""
+    if kwargs.get("position_ids") is not None:
+        kwargs["position_ids"] = kwargs["position_ids"].contiguous()
+
+
 KOSMOS2 = register(Kosmos2Architecture(name="Kosmos-2", model_types=("kosmos-2",), pixel_keys=("pixel_values",),
                                        token_inputs=("image_embeds_position_mask",)))
+
+
+@dataclass(frozen=True)
+class Kosmos2_5Architecture(Kosmos2Architecture):
+    """Kosmos-2.5: Kosmos-2's text decoder and prompt structure, `<s>` for every latent query, and the model's own
+    `generate` (see the module's docstring)."""
+
+    hides: str = "`<image>`, the latent-query `<s>` slots and `</image>` that the processor writes after `<s>`"
+    embeds_prompt: bool = False
+    static_cache: bool = True
+
+    def latent_query_ids(self, config, first: int) -> list[int]:
+        """The latent queries' ids: `<s>` (the text config's `bos_token_id`) each."""
+        return [config.text_config.bos_token_id] * config.latent_query_num
+
+    def prepare(self, model) -> None:
+        if "forward" not in vars(model):
+            model.forward = _realigned_forward(self, model, model.forward)
+
+    def unprepare(self, model) -> None:
+        vars(model).pop("forward", None)
+
+
+def _realigned_forward(architecture: Kosmos2_5Architecture, model, forward):
+    """`forward` whose `image_embeds_position_mask` marks each row's own latent-query slots (1) and tags (-1), taking
+    strided position ids.
+
+    transformers 5.23's Kosmos-2.5 processor writes one mask for every row, as if none were padded, so a left-padded
+    row would get the image features on its padding and its first text tokens. Where the given mask differs from the
+    prompt's structure, the structure's is used; an unpadded prompt's mask is left as it is.
+    """
+    @functools.wraps(forward)
+    def realigned(*args, **kwargs):
+        _contiguous_positions(kwargs)
+        given, ids = kwargs.get("image_embeds_position_mask"), kwargs.get("input_ids")
+        if given is not None and ids is not None and given.shape == ids.shape:
+            slots = architecture.placeholder_mask(model.config, ids)
+            if slots.any(-1).all():
+                tags = architecture.expansion_mask(model.config, ids) & ~slots
+                wanted = slots.long() - tags.long()
+                if not torch.equal(given.long(), wanted):
+                    kwargs["image_embeds_position_mask"] = wanted.to(given.dtype)
+        return forward(*args, **kwargs)
+
+    return realigned
+
+
+KOSMOS2_5 = register(Kosmos2_5Architecture(name="Kosmos-2.5", model_types=("kosmos-2.5",),
+                                           pixel_keys=("flattened_patches",), token_inputs=("image_embeds_position_mask",),
+                                           patch_coordinates=2))

@@ -53,6 +53,9 @@ class Architecture:
     # attach pairs that language model's forward calls too (`pnd.decoding.paired.language_model_forward`)
     embeds_prompt: bool = False
     takes_images: bool = True  # False where the family takes videos only (InstructBLIP-Video: 4 frames, always)
+    # leading entries of each pixel input's last axis that are patch coordinates, not pixels (Kosmos-2.5's flattened
+    # patches: row, column): the blank and noise priors keep them
+    patch_coordinates: int = 0
     hides: str = "the placeholder tokens"  # what the token-id rule hides, in words (`pnd models --all`)
 
     @property
@@ -128,8 +131,10 @@ class Architecture:
         return dict.fromkeys(self.token_inputs, 0)
 
     def blank_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
-        """The pixel input of the "blank" prior: uniform frames of the same shape (all zero)."""
-        return torch.zeros_like(pixels)
+        """The pixel input of the "blank" prior: uniform frames of the same shape (all zero, patch coordinates kept)."""
+        blank = torch.zeros_like(pixels)
+        blank[..., :self.patch_coordinates] = pixels[..., :self.patch_coordinates]
+        return blank
 
     def language_model(self, model):
         """The decoder that runs on token ids without pixels (the prior's own prefill calls it): `language_model`, or

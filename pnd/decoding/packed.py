@@ -50,9 +50,10 @@ def split_attention(module, query, key, value, attention_mask, **kwargs):
     """SDPA on a packed [prompt | prior tokens] sequence: the prompt part as a plain forward runs it
     (causal kernel, no mask, when unpadded), the prior part with its rows of `attention_mask`."""
     # any forward outside a packed call (another thread's, a decoding step's), or one torch.compile traces (the packed
-    # mask makes plain SDPA exact, the split only saves time): plain SDPA
+    # mask makes plain SDPA exact, the split only saves time), or one without a mask (not the language model's: the
+    # packed call gives it one; Kosmos-2.5's latent queries attend to the image with its text attention): plain SDPA
     packed = None if torch.compiler.is_compiling() else _PROMPT.get(None)
-    if packed is None:
+    if packed is None or attention_mask is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     length, unpadded = packed
     prompt_mask = None if unpadded else attention_mask[:, :, :length, :length]

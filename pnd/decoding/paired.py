@@ -344,16 +344,25 @@ def _paired_call(model, attachment: Attachment, *args, forward=None, **kwargs):
     if args:
         raise TypeError("pnd's paired forward takes keyword arguments only (as generate passes them).")
     step_positions = getattr(attachment.architecture, "step_positions", None)
-    if kwargs.get("position_ids") is None and step_positions is not None:  # Kosmos-2: its generate passes none
-        ids, mask = kwargs["input_ids"], kwargs.get("attention_mask")
-        if mask is None:
-            mask = ids.new_ones(ids.shape[0], int(cache.get_seq_length()) + ids.shape[1])
-        kwargs["position_ids"] = step_positions(model, mask, ids.shape[1])
+    if kwargs.get("position_ids") is None and step_positions is not None:  # Kosmos-2(.5): its generate passes none
+        ids = kwargs["input_ids"]
+        kwargs["position_ids"] = step_positions(model, _mask_so_far(cache, kwargs.get("attention_mask"), ids), ids.shape[1])
     if isinstance(cache, PairedStaticCache) and not cache.is_paired:
         return _static_prefill(model, attachment, generation, cache, kwargs, forward)
     if not cache.is_paired:
         return _prefill(model, attachment, generation, cache, kwargs, forward)
     return _decode_step(generation, cache, kwargs, forward)
+
+
+def _mask_so_far(cache, attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -> torch.Tensor:
+    """The 2D attention mask of the conditioned rows up to this call's last token: generate's own, or, where generate
+    passes a 4D one (a static cache's decoding steps), the paired static cache's."""
+    if attention_mask is not None and attention_mask.ndim == 2:
+        return attention_mask
+    length = int(cache.get_seq_length()) + input_ids.shape[1]
+    if isinstance(cache, PairedStaticCache) and cache.is_paired:
+        return cache.attention_mask[: input_ids.shape[0], :length]
+    return input_ids.new_ones(input_ids.shape[0], length)
 
 
 _EMBEDDED_PROMPT = ("On a model whose generate runs its language model's generate (the Q-Former families: BLIP-2, "

@@ -62,7 +62,7 @@ def default_position_ids(model, input_ids: torch.Tensor, attention_mask: torch.T
     """
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    metadata = {k: v for k, v in inputs.items() if not k.startswith("pixel_values")}
+    metadata = {k: v for k, v in inputs.items() if not k.startswith(("pixel_values", "flattened_patches"))}
     return architecture_for(model).position_ids(model, input_ids, attention_mask, **metadata)
 
 

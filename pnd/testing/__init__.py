@@ -15,7 +15,7 @@ import importlib
 
 import torch
 
-from ..architectures.reported import EXPANSION_KEY, bind_processor
+from ..architectures.reported import bind_processor
 from ..io.prompts import images_for, pixel_values_kwargs, video_prompt
 from .builders.qwen3_vl import qwen3_vl_processor_parts
 from .parts import (
@@ -53,8 +53,11 @@ FINDER_IMAGE_ARCHITECTURES = ("mistral3", "idefics3", "step3p7", "hunyuan_vl", "
                               "fast_vlm", "lighton_ocr", "granite_docling", "aria", "ovis2", "paddleocr_vl",
                               "deepseek_vl", "deepseek_vl_hybrid", "qianfan_ocr", "pp_chart2table", "chameleon",
                               "idefics2", "emu3", "janus", "vipllava", "fuyu",
-                              "deepseek_ocr2", "got_ocr2", "mistral_large4", "kosmos-2")
+                              "deepseek_ocr2", "got_ocr2", "mistral_large4", "kosmos-2", "kosmos-2.5")
 ONE_VIDEO_PER_CALL = ("nemotron_h_omni",)  # processors that take one video per call: `tiny_inputs` batches by hand
+# processors that write a per-token input as if no row were padded (Kosmos-2.5's `image_embeds_position_mask`):
+# `tiny_inputs` batches one prompt per call by hand, as `left_padded` aligns each row's
+UNPADDED_TOKEN_INPUTS = ("kosmos-2.5",)
 TINY_ARCHITECTURES = (*CORE_ARCHITECTURES, *FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
                        "perception_lm", "qwen3_5", "qwen3_5_moe", "internvl", "smolvlm", "video_llama_3", "minicpmv4_6",
@@ -81,7 +84,7 @@ def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
         'qwen2_vl'
     """
     module = _SHARED_BUILDERS.get(model_type, model_type)
-    build = importlib.import_module(f"pnd.testing.builders.{module}").build
+    build = importlib.import_module(f"pnd.testing.builders.{module.replace('.', '_')}").build  # kosmos-2.5
     shared = {"model_type": model_type} if module != model_type else {}
     model, processor = build(seed, **shared, **text)
     sharpen_attention(model, sharpen)
@@ -121,6 +124,9 @@ def tiny_inputs(processor, model_type: str, prompts=("Describe the video.",), se
     kind = "image" if image or model_type not in VIDEO_ARCHITECTURES else "video"
     texts = [video_prompt(processor, prompt, kind) for prompt in prompts]
     visuals = [random_video(seed + i, frames=4 if kind == "video" else 1) for i in range(len(prompts))]
+    if kind == "image" and model_type in UNPADDED_TOKEN_INPUTS:
+        return left_padded([processor(text=[t], images=[v[0]], return_tensors="pt") for t, v in zip(texts, visuals)],
+                           processor.tokenizer.pad_token_id)
     if kind == "image":
         images = images_for(processor, [[v[0]] for v in visuals])  # one per prompt
         return processor(text=texts, images=images, return_tensors="pt", padding=True, **pixel_values_kwargs(processor))
@@ -132,7 +138,8 @@ def tiny_inputs(processor, model_type: str, prompts=("Describe the video.",), se
 
 def left_padded(rows: list, pad_token_id: int):
     """One batch of single-prompt processor outputs: token inputs left-padded, the rest (pixels) concatenated, as a user
-    batches a processor that takes one video per call (Nemotron-H Omni).
+    batches a processor that takes one video per call (Nemotron-H Omni), or writes a per-token input as if unpadded
+    (Kosmos-2.5): every per-token tensor is left-padded (input ids with `pad_token_id`, the others with 0).
 
     Example:
         >>> from transformers import BatchFeature
@@ -148,10 +155,10 @@ def left_padded(rows: list, pad_token_id: int):
     def pad(row, key, value):
         return torch.nn.functional.pad(row[key], (width - row[key].shape[1], 0), value=value)
 
-    batch = {"input_ids": torch.cat([pad(row, "input_ids", pad_token_id) for row in rows]),
-             "attention_mask": torch.cat([pad(row, "attention_mask", 0) for row in rows])}
-    if EXPANSION_KEY in rows[0]:  # what a processor bound to an attached model adds
-        batch[EXPANSION_KEY] = torch.cat([pad(row, EXPANSION_KEY, 0) for row in rows])
+    def per_token(key):  # the attention mask, what a processor bound to an attached model adds (EXPANSION_KEY), ...
+        return torch.is_tensor(rows[0][key]) and rows[0][key].shape == rows[0]["input_ids"].shape
+
+    batch = {"input_ids": torch.cat([pad(row, "input_ids", pad_token_id) for row in rows])}
     for key in rows[0].keys() - batch.keys():
-        batch[key] = torch.cat([row[key] for row in rows])
+        batch[key] = torch.cat([pad(row, key, 0) if per_token(key) else row[key] for row in rows])
     return BatchFeature(batch)
