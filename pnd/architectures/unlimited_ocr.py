@@ -10,7 +10,7 @@ window's `kv_offset`) for every key, the prompt's included, which its cache keep
 masked prompt slot (left padding, the prior's hidden visual slots) then applies to the slot `kv_offset` further right,
 so plain transformers decodes a left-padded prompt otherwise than the same prompt alone.
 
-Repaired by `prepare`, in pnd's paired steps (a `PairedCache`): the text model gets, for its R-SWA layers, the mask of
+Repaired by `prepare`, in pnd's paired steps (a `PairedCache` holding the prior rows): the text model gets, for its R-SWA layers, the mask of
 a 2-D mask whose entry (j + kv_offset) is the real entry j for the prompt's slots j, and the real entries for the
 generated tokens; its full-attention layers (if any) get the real mask (`pnd._compat.reference_window_masks`). A
 left-padded row then decodes as the prompt alone, and the prior's visual slots stay hidden where they are
@@ -44,12 +44,11 @@ class UnlimitedOcrArchitecture(Architecture):
 def _repaired_forward(text_model, forward):
     """The text model's `forward`, given in pnd's paired steps the masks that read the prompt's 2-D mask entries at
     their slots."""
-    from ..decoding.cache import PairedCache  # (not at import: pnd.decoding imports the architectures)
-
     @functools.wraps(forward)
     def repaired(input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, inputs_embeds=None,
                  **kwargs):
-        if isinstance(past_key_values, PairedCache) and attention_mask is not None and attention_mask.ndim == 2:
+        paired = getattr(past_key_values, "is_paired", False)  # pnd's `PairedCache`, holding the prior rows
+        if paired and attention_mask is not None and attention_mask.ndim == 2:
             if inputs_embeds is None:
                 input_ids, inputs_embeds = None, text_model.embed_tokens(input_ids)
             attention_mask = reference_window_masks(text_model.config, attention_mask, past_key_values, inputs_embeds,
