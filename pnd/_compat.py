@@ -233,8 +233,9 @@ def reference_window_masks(config, attention_mask: torch.Tensor, cache, inputs_e
         return attention_mask
     common = dict(config=config, inputs_embeds=inputs_embeds, past_key_values=cache, position_ids=position_ids)
     shifted = shifted_window_mask(attention_mask, layer.prefill_length, offset)
+    window = create_reference_sliding_window_causal_mask(attention_mask=shifted, **common)
     return {"full_attention": create_causal_mask(attention_mask=attention_mask, **common),
-            "reference_sliding_attention": create_reference_sliding_window_causal_mask(attention_mask=shifted, **common)}
+            "reference_sliding_attention": window}
 
 
 def _slot_indexed(layer) -> bool:

@@ -339,8 +339,8 @@ def model_forward(model, sequence, prompt_length, **inputs):
 def window_masks(model, mask, prompt_length):
     """The 2-D `mask`, or for a model with reference sliding-window attention (Unlimited-OCR), {layer type: additive
     4-D mask} written out: every token sees the attended slots before it (full attention), and in R-SWA layers only the
-    prompt's and those of the last `sliding_window` tokens after the prompt, itself included (modeling_unlimited_ocr.py:
-    its cache keeps the prompt, a window of the generated tokens)."""
+    prompt's and those of the last `sliding_window` tokens after the prompt, itself included
+    (modeling_unlimited_ocr.py: its cache keeps the prompt, a window of the generated tokens)."""
     config = model.config.get_text_config(decoder=True)
     if "reference_sliding_attention" not in (getattr(config, "layer_types", None) or ()):
         return mask
