@@ -31,7 +31,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 TRANSFORMERS_CHECKED = ">=5.23,<5.24"  # the releases these calls were read and tested against
 
 __all__ = ["TRANSFORMERS_CHECKED", "IndexedState", "RecurrentState", "attention_implementation", "cache_from_layers",
-           "cache_layer_types", "copy_prompt_length",
+           "cache_layer_types", "copy_prompt_length", "reference_window_masks", "shifted_window_mask",
            "compiles_decoding", "encode_visual_inputs", "generation_config", "has_recurrent_layers", "indexer_keys",
            "padding_also",
            "layer_states", "map_states", "mask_indexer_keys", "position_ids_for_generation", "register_sdpa_attention",
@@ -204,6 +204,40 @@ def copy_prompt_length(source, target) -> None:
             set_layer_state(theirs, (keys, values))
 
 
+def shifted_window_mask(mask: torch.Tensor, prompt: int, offset: int) -> torch.Tensor:
+    """The 2-D mask that transformers' mask for Unlimited-OCR's R-SWA layers, reading entry (cache index + `offset`)
+    for every key, reads right: the prompt's entries moved `offset` slots right (the first `offset` entries are never
+    read), the generated tokens' in place.
+
+    Example:
+        >>> shifted_window_mask(torch.tensor([[0, 1, 1, 1, 1, 1, 1]]), prompt=3, offset=2).tolist()
+        [[1, 1, 0, 1, 1, 1, 1]]
+    """
+    return torch.cat([mask.new_ones(mask.shape[0], offset), mask[:, :prompt], mask[:, prompt + offset:]], 1)
+
+
+def reference_window_masks(config, attention_mask: torch.Tensor, cache, inputs_embeds: torch.Tensor,
+                           position_ids: torch.Tensor | None):
+    """Unlimited-OCR's text model's masks for a step on `cache` with the 2-D `attention_mask`: once its R-SWA layers'
+    window slid, {layer type: mask}, the R-SWA layers' built from `shifted_window_mask` (transformers 5.23 reads the
+    prompt's entries `kv_offset` slots too far right), the full-attention layers' from the mask as given; else the 2-D
+    mask, which transformers reads right."""
+    from transformers.masking_utils import create_causal_mask
+    from transformers.models.unlimited_ocr.modeling_unlimited_ocr import create_reference_sliding_window_causal_mask
+
+    layer = next((layer for layer in cache.layers if _reference_window(layer)), None)
+    if layer is None or layer.prefill_length is None or layer.prefill_cumulative_length < layer.prefill_length:
+        return attention_mask
+    offset = layer.get_mask_sizes(inputs_embeds.shape[1])[1]
+    if offset == 0:
+        return attention_mask
+    common = dict(config=config, inputs_embeds=inputs_embeds, past_key_values=cache, position_ids=position_ids)
+    shifted = shifted_window_mask(attention_mask, layer.prefill_length, offset)
+    window = create_reference_sliding_window_causal_mask(attention_mask=shifted, **common)
+    return {"full_attention": create_causal_mask(attention_mask=attention_mask, **common),
+            "reference_sliding_attention": window}
+
+
 def _slot_indexed(layer) -> bool:
     """Whether `layer` is MiniMax-M3's sparse cache layer (`MiniMaxM3VLSparseCacheLayer`): keys, values and the
     indexer's keys `idx_keys`, already laid out as keys are, (batch, 1, slots, dim)."""
@@ -226,11 +260,12 @@ def map_states(function, *states):
     return type(first)(*mapped) if hasattr(first, "_fields") else tuple(mapped)
 
 
-def cache_from_layers(config, layers=None, keep_all: bool = False) -> DynamicCache:
+def cache_from_layers(config, layers=None, keep_all: bool = False, whole_prompt: bool = False) -> DynamicCache:
     """A DynamicCache for the text config `config` holding copies of per-layer states (as `layer_states` gives them).
 
     Unlimited-OCR's reference sliding-window layers take every slot as the prompt's, and so do they the next call's
-    tokens (`copy_prompt_length` restores another cache's split of prompt and window).
+    tokens (`copy_prompt_length` restores another cache's split of prompt and window), unless `whole_prompt`: the
+    states are a whole prompt, and the next call's tokens are generated ones, in the window (a caption scored after it).
 
     A recurrent layer's states are copied in through the layer's own update methods, which the model's next forward
     then updates in place. Without a config, every layer is a full-attention layer that keeps all its slots.
@@ -251,7 +286,7 @@ def cache_from_layers(config, layers=None, keep_all: bool = False) -> DynamicCac
                     layer.update_recurrent_state(recurrent, state_idx=index)
         elif state[0] is not None:
             layer.update(*state[:2])
-            if _reference_window(layer):  # still prefilling: the next call's tokens are the prompt's too
+            if _reference_window(layer) and not whole_prompt:  # still prefilling: the next call's are the prompt's
                 layer.prefill_length = None
             if isinstance(state, IndexedState) and _slot_indexed(layer):
                 if state.indexer_keys is not None:

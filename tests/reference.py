@@ -324,7 +324,10 @@ def full_logits(model, inputs, sequence, prior: bool, removed: bool | None = Non
 def model_forward(model, sequence, prompt_length, **inputs):
     """`model(input_ids=sequence, **inputs)`; for the Q-Former families (BLIP-2, InstructBLIP, InstructBLIP-Video),
     whose forward passes position ids on to the Q-Former as well, what their `generate` does: the projected query
-    outputs scattered into the prompt's placeholder embeddings, then the language model on those embeddings."""
+    outputs scattered into the prompt's placeholder embeddings, then the language model on those embeddings.
+    Unlimited-OCR's attention is written out for the sequence (`window_masks`)."""
+    if inputs.get("attention_mask") is not None:
+        inputs["attention_mask"] = window_masks(model, inputs["attention_mask"], prompt_length)
     if not hasattr(model, "query_tokens"):
         return model(input_ids=sequence, **inputs)
     features = getattr(model, "get_video_features", None) or model.get_image_features
@@ -334,6 +337,21 @@ def model_forward(model, sequence, prompt_length, **inputs):
     slots[:, :prompt_length] = placeholder_positions(model, sequence[:, :prompt_length])  # generated ones are tokens
     embeds = model.get_input_embeddings()(sequence).masked_scatter(slots[..., None], queries)
     return model.language_model(inputs_embeds=embeds, **inputs)
+
+
+def window_masks(model, mask, prompt_length):
+    """The 2-D `mask`, or for a model with reference sliding-window attention (Unlimited-OCR), {layer type: additive
+    4-D mask} written out: every token sees the attended slots before it (full attention), and in R-SWA layers only the
+    prompt's and those of the last `sliding_window` tokens after the prompt, itself included
+    (modeling_unlimited_ocr.py: its cache keeps the prompt, a window of the generated tokens)."""
+    config = model.config.get_text_config(decoder=True)
+    if "reference_sliding_attention" not in (getattr(config, "layer_types", None) or ()):
+        return mask
+    query, key = torch.arange(mask.shape[1])[:, None], torch.arange(mask.shape[1])[None, :]
+    causal = (key <= query)[None] & mask.bool()[:, None, :]
+    window = causal & ((key < prompt_length) | (query - key < config.sliding_window))
+    return {name: torch.zeros(seen.shape, dtype=model.dtype).masked_fill(~seen, torch.finfo(model.dtype).min)[:, None]
+            for name, seen in (("full_attention", causal), ("reference_sliding_attention", window))}
 
 
 def sequence_mask(inputs, sequence):

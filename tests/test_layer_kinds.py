@@ -77,26 +77,35 @@ def test_reference_sliding_attention_rows_carry_the_prompt_and_the_window():
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
 
-def test_reference_sliding_attention_is_refused_for_its_mask():
-    """Why R-SWA stays refused: transformers reads its 2-D attention mask at (cache index + the window's offset), so
-    once the window of generated tokens slides, a masked prompt slot applies to another slot. A left-padded prompt
-    then decodes differently from itself alone in plain transformers (the padding moves onto text), as the prior's
-    hidden visual slots would."""
-    from transformers import AutoConfig
+@pytest.mark.parametrize("repaired", [True, False])
+def test_reference_sliding_attention_mask_is_repaired_in_pnds_steps(monkeypatch, repaired):
+    """transformers reads R-SWA's 2-D attention mask at (cache index + the window's offset), the prompt's keys
+    included: once the window of generated tokens slides, a masked prompt slot applies to another slot, so a
+    left-padded prompt decodes otherwise than itself alone in plain transformers (the padding moves onto text), as the
+    prior's hidden visual slots would. pnd's paired steps read the mask at the prompt's slots
+    (`pnd/architectures/unlimited_ocr.py`): there the padded row scores as the prompt alone at every step; without
+    the repair it does not."""
+    from pnd import _compat
 
-    refusal = r"'reference_sliding_attention' \(layer 0 of unlimited_ocr_text\): transformers' attention mask"
-    with pytest.raises(ValueError, match=refusal):
-        layer_plan(AutoConfig.for_model("unlimited_ocr").get_text_config(decoder=True))
     model, processor = tiny_model("unlimited_ocr")
     batch = tiny_inputs(processor, "unlimited_ocr", PROMPTS, image=True)
     alone = tiny_inputs(processor, "unlimited_ocr", PROMPTS[:1], image=True)
     assert not batch["attention_mask"][0].all()
     kwargs = dict(max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False, output_scores=True,
                   return_dict_in_generate=True)
-    padded, single = model.generate(**batch, **kwargs).scores, model.generate(**alone, **kwargs).scores
     window = model.config.get_text_config(decoder=True).sliding_window
-    gaps = [float((p[0] - s[0])[torch.isfinite(s[0])].abs().max()) for p, s in zip(padded, single)]
-    assert max(gaps[:window + 1]) < 1e-4 < max(gaps[window + 1 :]), gaps  # equal until the window slides
+
+    def gaps(padded, single):
+        return [float((p[0] - s[0])[torch.isfinite(s[0])].abs().max()) for p, s in zip(padded, single)]
+
+    plain = gaps(model.generate(**batch, **kwargs).scores, model.generate(**alone, **kwargs).scores)
+    assert max(plain[:window + 1]) < 1e-4 < max(plain[window + 1 :]), plain  # equal until the window slides
+    if not repaired:
+        monkeypatch.setattr(_compat, "shifted_window_mask", lambda mask, prompt, offset: mask)
+    pnd.attach(model, processor)
+    kwargs["logits_processor"] = [pnd.PriorNormalized(0.7)]
+    paired = gaps(model.generate(**batch, **kwargs).scores, model.generate(**alone, **kwargs).scores)
+    assert (max(paired) < 1e-4) == repaired, paired
 
 
 def _normalized_greedy(model, processor, inputs):

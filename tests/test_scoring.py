@@ -7,7 +7,15 @@ from transformers import LogitsProcessor
 import pnd
 from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES, random_video
 
-from reference import SUFFIX_TYPE, TOKEN_TYPES, conditioned_positions, is_hybrid, kept_tokens_forward, visual_positions
+from reference import (
+    SUFFIX_TYPE,
+    TOKEN_TYPES,
+    conditioned_positions,
+    is_hybrid,
+    kept_tokens_forward,
+    visual_positions,
+    window_masks,
+)
 
 CAPTIONS = ["a red circle moves left", "a blue square", "the cat sat on the mat and the dog ran"]
 VIDEOS = [random_video(0), random_video(1), random_video(2)]
@@ -16,7 +24,7 @@ VIDEOS = [random_video(0), random_video(1), random_video(2)]
 @torch.no_grad()
 def teacher_forced(model, inputs, prior):
     """Summed log-probability of the caption span: one plain forward (conditioned, or visual-masked; with recurrent
-    layers, on the kept tokens alone)."""
+    layers, on the kept tokens alone); the caption in Unlimited-OCR's window of generated tokens (`window_masks`)."""
     start, end = inputs.caption_span
     assert "caption_span" not in inputs and inputs.get("caption_span") is None  # model inputs only
     if prior:
@@ -28,9 +36,10 @@ def teacher_forced(model, inputs, prior):
             logits[kept] = kept_tokens_forward(model, ids, kept, positions)[0].logits[0]
         else:  # the prior's tokens are text: token-type inputs 0 (a prefix LM's: its prompt and suffix types)
             text = {k: inputs[k] * 0 for k in TOKEN_TYPES if k in inputs and model.config.model_type not in SUFFIX_TYPE}
-            logits = model(**{**inputs, **text, "attention_mask": mask * kept}, position_ids=positions).logits
+            logits = model(**{**inputs, **text, "attention_mask": window_masks(model, mask * kept, start)},
+                           position_ids=positions).logits
     else:
-        logits = model(**inputs).logits
+        logits = model(**{**inputs, "attention_mask": window_masks(model, inputs["attention_mask"], start)}).logits
     ids = inputs["input_ids"]
     logprobs = torch.log_softmax(logits[0, start - 1 : end - 1].float(), -1)
     return logprobs.gather(1, ids[0, start:end, None]).sum()

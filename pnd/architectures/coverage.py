@@ -64,6 +64,8 @@ def prefill_path(architecture: Architecture, model_type: str) -> str:
         return "own call (the family's generate runs its language model's own generate)"
     if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
         return "own call (sliding-window layers)"
+    if "reference_sliding_attention" in (getattr(config, "layer_types", None) or ()):
+        return "own call (reference sliding-window layers: the prompt apart from a window of generated tokens)"
     return "packed into the conditioned prefill (own call where a checkpoint's layers are recurrent or sparse)"
 
 

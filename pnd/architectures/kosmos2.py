@@ -26,7 +26,8 @@ Kosmos-2.5 (a Pix2Struct-style tower on flattened patches, Kosmos-2's text decod
 `<image>`, `<s>` per latent query and `</image>` before the text, the same structure with `<s>` as every latent-query
 id; its `prepare_inputs_for_generation` drops the position ids, so pnd numbers its paired calls as Kosmos-2's. Repaired
 by `prepare`: the processor writes one `image_embeds_position_mask` for the whole batch, as if no row were padded, so
-the forward gets each row's own (a left-padded row would get the image on its padding); and strided position ids.
+pnd's paired calls give the forward each row's own (a left-padded row would get the image on its padding; plain
+`generate`, and alpha = 0, keep transformers' behaviour, as for Kosmos-2's positions); and strided position ids.
 The blank and noise priors keep its patches' row and column (`Architecture.patch_coordinates`).
 
 Example:
@@ -160,14 +161,16 @@ def _realigned_forward(architecture: Kosmos2_5Architecture, model, forward):
     strided position ids.
 
     transformers 5.23's Kosmos-2.5 processor writes one mask for every row, as if none were padded, so a left-padded
-    row would get the image features on its padding and its first text tokens. Where the given mask differs from the
-    prompt's structure, the structure's is used; an unpadded prompt's mask is left as it is.
+    row would get the image features on its padding and its first text tokens. In pnd's paired calls (alpha > 0; plain
+    `generate`, and so alpha = 0, keeps transformers' behaviour), where the given mask differs from the prompt's
+    structure, the structure's is used; an unpadded prompt's mask is left as it is.
     """
     @functools.wraps(forward)
     def realigned(*args, **kwargs):
         _contiguous_positions(kwargs)
         given, ids = kwargs.get("image_embeds_position_mask"), kwargs.get("input_ids")
-        if given is not None and ids is not None and given.shape == ids.shape:
+        paired = hasattr(kwargs.get("past_key_values"), "is_paired")  # pnd's caches: a call of a paired generate
+        if paired and given is not None and ids is not None and given.shape == ids.shape:
             slots = architecture.placeholder_mask(model.config, ids)
             if slots.any(-1).all():
                 tags = architecture.expansion_mask(model.config, ids) & ~slots

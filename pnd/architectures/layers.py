@@ -76,13 +76,10 @@ LAYER_KINDS: dict[str, LayerKind] = {
     "minimax_m3_sparse": LayerKind(prior="kept", state="indexed", in_slot=True, pads=False, packs=False, static=False),
     # Unlimited-OCR's reference sliding-window attention (R-SWA): every token sees the whole prompt and the last
     # `sliding_window` generated tokens. Masking the visual slots there is removal (the window counts generated tokens
-    # only), and pnd's row operations carry its cache layer (the prompt's keys apart from the window's); what fails is
-    # transformers' mask for it, which reads the 2-D attention mask at (cache index + the window's offset)
-    "reference_sliding_attention": LayerKind(prior="mask", state="kv", packs=False, static=False, refused=(
-        "transformers' attention mask for it reads the 2-D attention mask at the cache index plus the window's offset, "
-        "so once the window of generated tokens slides, every masked prompt slot (the prior's visual slots, a "
-        "left-padded prompt's padding) is applied to a slot further right: the prior rows would see visual keys and "
-        "lose text ones (a left-padded prompt already decodes differently from itself alone in transformers)")),
+    # only); pnd's row operations carry its cache layer (the prompt's keys apart from the window's), and
+    # transformers' mask for it, which reads the 2-D attention mask at (cache index + the window's offset) for the
+    # prompt's keys too, is repaired in pnd's paired steps (`pnd/architectures/unlimited_ocr.py`)
+    "reference_sliding_attention": LayerKind(prior="mask", state="kv", packs=False, static=False),
     # DeepSeek Sparse Attention whose indexer scores each key alone and takes its top-k after the attention mask (the
     # masked keys' scores -inf), pooling nothing: Mistral Large 4's (also NoPE layers, log-position query scaling) and
     # dots3's (between sliding-window layers). Hiding a key there is removing it, unlike GLM-5-next's pools of

@@ -48,7 +48,4 @@ REFUSED: dict[str, str] = {
         "attention whose relative position bias counts cache slots, not position ids, which the prior must run in the "
         "prompt's slots; one forward of transformers' layer cannot do both (it would need the bias computed from each "
         "row's position ids)")),
-    "unlimited_ocr": _layers("reference_sliding_attention: transformers' mask for it shifts the prompt's masked slots "
-                             "by the window's offset once the window of generated tokens slides, so a prior hiding the "
-                             "visual slots through the attention mask would hide other slots"),
 }

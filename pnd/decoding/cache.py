@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, StaticCache, StaticLayer
 
-from .._compat import RecurrentState, cache_from_layers, layer_states, map_states, set_layer_state
+from .._compat import RecurrentState, cache_from_layers, copy_prompt_length, layer_states, map_states, set_layer_state
 from .prior import PriorPrefill
 
 
@@ -48,9 +48,7 @@ class PairedCache(DynamicCache):
             return self
         n = self.prior_attends.shape[0]
         conditioned = cache_from_layers(config, [map_states(lambda t: t[:n], state) for state in layer_states(self)])
-        for mine, theirs in zip(self.layers, conditioned.layers):  # a sliding-window layer's count of tokens seen
-            if hasattr(mine, "cumulative_length"):
-                theirs.cumulative_length = mine.cumulative_length
+        copy_prompt_length(self, conditioned)  # a sliding-window layer's count of tokens seen, Unlimited-OCR's prompt
         return conditioned
 
     def _both_halves(self, index: torch.Tensor) -> torch.Tensor:

@@ -352,7 +352,7 @@ class CaptionScorer:
         ids = torch.tensor([token for t in chunk for token in t], device=device)[None]
         own = (owner[:, None] == owner[None, :]) & (flat[None, :] <= flat[:, None])
         mask = torch.cat([prefix.attends.expand(len(owner), -1), own], 1)[None, None]
-        cache = cache_from_layers(self.model.config.get_text_config(decoder=True), prefix.layers)
+        cache = cache_from_layers(self.model.config.get_text_config(decoder=True), prefix.layers, whole_prompt=True)
         logits = self.model(input_ids=ids, attention_mask=mask, position_ids=prefix.next_positions + steps,
                             past_key_values=cache, use_cache=True).logits[0]
         before = torch.cat([prefix.first_logits, logits], 0)  # row f + 1: the logits after flat token f
@@ -370,7 +370,8 @@ class CaptionScorer:
         for i, t in enumerate(chunk):  # right-padded: padding comes after every real token
             ids[i, : len(t)], mask[i, : len(t)] = torch.tensor(t), 1
         cache = cache_from_layers(self.model.config.get_text_config(decoder=True),
-                                  [map_states(lambda t: t.expand(n, *t.shape[1:]), state) for state in prefix.layers])
+                                  [map_states(lambda t: t.expand(n, *t.shape[1:]), state) for state in prefix.layers],
+                                  whole_prompt=True)  # the texts are generated tokens (Unlimited-OCR's window)
         steps = torch.arange(longest, device=device)
         positions = (prefix.next_positions + steps).expand(*prefix.next_positions.shape[:-2], n, longest)
         attention_mask = torch.cat([prefix.attends.long().expand(n, -1), mask], 1)

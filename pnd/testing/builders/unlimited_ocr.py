@@ -3,9 +3,9 @@ DeepSeek-V2-style MoE language model whose every layer is reference sliding-wind
 the whole prompt and the last `sliding_window` generated tokens, its cache keeping the prompt apart from the window.
 
 A 128-pixel image, not cropped into tiles, is 2x2 queries: `<image>` x (2 * 3 + 1) = 7 placeholders, nothing else
-written. The window is 3 generated tokens, so that the tests' 6 steps slide it. pnd refuses the family
-(`pnd/architectures/layers.py`: transformers' mask for R-SWA misplaces masked prompt slots once the window slides);
-`tests/test_layer_kinds.py` uses this model to check pnd's row operations on its cache and to show the refusal's cause.
+written. The window is 3 generated tokens, so that the tests' 6 steps slide it: there transformers' mask for R-SWA
+misplaces masked prompt slots, which pnd repairs in its paired steps (`pnd/architectures/unlimited_ocr.py`;
+tests/test_unlimited_ocr.py and tests/test_layer_kinds.py show the bug and the repair).
 """
 
 from __future__ import annotations
