@@ -1,0 +1,108 @@
+"""Inkling 2's hybrid layers (`pnd/architectures/inkling.py`): attention with short convolutions on its keys and values
+and after it, whose relative position bias and sliding window count cache slots. The prior's rows keep the conditioned
+prompt's layout (slots are positions there), its own prefill call runs the kept tokens side by side (the convolutions
+see them alone) with the bias and window read from their position ids; the reference (`reference.kept_tokens_forward`)
+runs the kept tokens alone with the bias and window by their slots in the whole sequence. The decoding suites
+(`test_exactness.py` and others) run the family against it; here, each part of the mechanism fails it when wrong.
+"""
+
+import pytest
+import torch
+
+import pnd
+import pnd.architectures.inkling as inkling
+from pnd._compat import (
+    HybridState,
+    cache_from_layers,
+    copy_prompt_length,
+    kept_positions,
+    layer_states,
+    map_slots,
+    map_states,
+    set_layer_state,
+)
+from pnd.testing import tiny_inputs
+
+from helpers import PROMPTS
+from reference import conditioned_positions, full_logits
+
+
+def test_hybrid_rows_carry_keys_values_and_convolution_states(tiny):
+    """Inkling's cache layer holds keys and values (a window of them in `hybrid_sliding` layers) and four convolution
+    states: pnd's row operations carry both (`HybridState`), a slot operation leaves the convolution states as they are,
+    and a cache rebuilt from them continues decoding as the original does."""
+    model, processor = tiny("inkling2")
+    inputs = tiny_inputs(processor, "inkling2", PROMPTS, image=True)
+    out = model.generate(**inputs, max_new_tokens=3, do_sample=False, return_dict_in_generate=True)
+    cache, window = out.past_key_values, model.config.text_config.sliding_window
+    states = layer_states(cache)
+    assert all(isinstance(state, HybridState) for state in states)
+    assert states[0].keys.shape[2] == window - 1 < states[1].keys.shape[2] == out.sequences.shape[1] - 1
+    layer = cache.layers[0]
+    assert all(torch.equal(conv, layer.conv_states[i]) for i, conv in enumerate(states[0].recurrent.conv))
+    cut = map_slots(lambda t: t[:, :, -2:], states[0])
+    assert cut.keys.shape[2] == 2 and cut.recurrent is states[0].recurrent
+    rebuilt = cache_from_layers(model.config.get_text_config(decoder=True), states)
+    copy_prompt_length(cache, rebuilt)
+    step = dict(input_ids=out.sequences[:, -1:], attention_mask=torch.cat([inputs["attention_mask"], torch.ones_like(
+        out.sequences[:, inputs["input_ids"].shape[1]:])], 1), use_cache=True)
+    step["position_ids"] = conditioned_positions(model, out.sequences, step["attention_mask"], inputs)[:, -1:]
+    with torch.no_grad():
+        want = model(**step, past_key_values=cache).logits
+        got = model(**step, past_key_values=rebuilt).logits
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    set_layer_state(layer, map_states(lambda t: t[[1]], states[0]))
+    assert torch.equal(layer.keys, states[0].keys[[1]]) and torch.equal(layer.conv_states[3], states[0].recurrent.conv[3][[1]])
+
+
+def _slot_window(monkeypatch):
+    """The prior's own call with each sliding layer's window by the slots of that call (the kept tokens side by side),
+    its bias still by position ids."""
+    by_positions = inkling._bias_by_positions
+    monkeypatch.setattr(inkling, "_bias_by_positions", lambda bias, window, *args: by_positions(bias, None, *args))
+
+
+def _slot_bias(monkeypatch):
+    """The prior's own call with transformers' bias and window: by the slots of that call."""
+    monkeypatch.setattr(inkling, "given_kept_positions", lambda: None)
+
+
+@pytest.mark.parametrize("break_it", [None, _slot_bias, _slot_window])
+def test_prior_is_the_kept_tokens_alone_at_their_distances(tiny, monkeypatch, break_it):
+    """The prior's prefill is the kept tokens alone, their bias and window by their distances in the conditioned prompt
+    (the reference's masked-out slots); by their slots side by side in the prior's call, it is not."""
+    model, processor = tiny("inkling2")
+    inputs = tiny_inputs(processor, "inkling2", PROMPTS, image=True)
+    inkling.INKLING2.unprepare(model)  # an earlier call's patch (prior_logits prepares the model): the one given here
+    if break_it is not None:
+        break_it(monkeypatch)
+    try:
+        prior = pnd.prior_logits(model, **inputs)
+    finally:
+        inkling.INKLING2.unprepare(model)
+    want = full_logits(model, inputs, inputs["input_ids"], prior=True)
+    assert torch.allclose(prior.float(), want, atol=1e-4, rtol=0) == (break_it is None), (prior - want).abs().max()
+
+
+def test_bias_by_positions_is_transformers_own_where_slots_are_positions(tiny):
+    """On a left-padded conditioned batch (slots = positions + each row's padding), the bias and window read from the
+    position ids give transformers' own logits, bit for bit, on every attended token."""
+    model, processor = tiny("inkling2")
+    inputs = tiny_inputs(processor, "inkling2", PROMPTS, image=True)
+    mask = inputs["attention_mask"]
+    assert not mask.all()
+    positions = conditioned_positions(model, inputs["input_ids"], mask, inputs)
+    inkling.INKLING2.prepare(model)
+    with torch.no_grad():
+        own = model(**inputs, position_ids=positions).logits
+        with kept_positions(positions, positions):
+            read = model(**inputs, position_ids=positions).logits
+    assert torch.equal(own[mask.bool()], read[mask.bool()])
+
+
+def test_text_prior_is_refused(tiny):
+    """prior='text' renumbers the kept tokens, which the decoding steps' slots (the conditioned prompt's) would no
+    longer match."""
+    model, processor = tiny("inkling2")
+    with pytest.raises(ValueError, match=r"prior='text' is not supported on inkling2_text \(its layer types 'hybrid'"):
+        pnd.prior_logits(model, **tiny_inputs(processor, "inkling2", image=True), mode="text")
