@@ -17,7 +17,8 @@ match the slots of the decoding steps).
 Example:
     >>> from pnd.testing import tiny_model
     >>> model, _ = tiny_model("inkling2")
-    >>> INKLING2.prepare(model); len(vars(_relative_biases(model)[0][0]))  > 0
+    >>> INKLING2.prepare(model)
+    >>> all("forward" in vars(bias) for bias, _ in _relative_biases(model))
     True
 """
 
