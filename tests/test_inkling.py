@@ -23,8 +23,8 @@ from pnd._compat import (
 )
 from pnd.testing import tiny_inputs
 
-from helpers import PROMPTS
-from reference import conditioned_positions, full_logits
+from helpers import PROMPTS, assert_scores_close
+from reference import conditioned_positions, full_logits, greedy
 
 
 def test_hybrid_rows_carry_keys_values_and_convolution_states(tiny):
@@ -106,3 +106,18 @@ def test_text_prior_is_refused(tiny):
     model, processor = tiny("inkling2")
     with pytest.raises(ValueError, match=r"prior='text' is not supported on inkling2_text \(its layer types 'hybrid'"):
         pnd.prior_logits(model, **tiny_inputs(processor, "inkling2", image=True), mode="text")
+
+
+def test_decoding_past_the_window_matches_the_reference(tiny):
+    """A prompt whose text after the image is shorter than the window (its first steps' windows hold masked visual
+    slots), decoded past the window (which then slides over generated tokens): the reference's tokens and scores."""
+    model, processor = tiny("inkling2")
+    inputs = tiny_inputs(processor, "inkling2", ("a", PROMPTS[1]), image=True)
+    steps = model.config.text_config.sliding_window + 4
+    tokens, scores = greedy(model, inputs, 0.7, steps, banned=[model.generation_config.eos_token_id])
+    out = pnd.attach(model, processor).generate(
+        **inputs, max_new_tokens=steps, min_new_tokens=steps, do_sample=False, output_scores=True,
+        return_dict_in_generate=True, logits_processor=[pnd.PriorNormalized(0.7)])
+    assert torch.equal(out.sequences[:, -steps:], tokens)
+    for got, want in zip(out.scores, scores):
+        assert_scores_close(got, want)
