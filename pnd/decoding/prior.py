@@ -260,8 +260,8 @@ MULTIPLIED_BY_LOGITS_SCALING = ("hyperclovax",)  # text model types whose forwar
 
 def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     """The model's logits for last hidden states, with its final scaling: Granite's `logits_scaling` divisor (HyperCLOVA
-    X's multiplier: MuP), Muse Glimmer's `output_multiplier`, Gemma's `final_logit_softcapping`; and the tokens its
-    forward suppresses."""
+    X's multiplier: MuP), Muse Glimmer's `output_multiplier`, Gemma's `final_logit_softcapping`; the vocabulary its
+    forward cuts a padded head to (Inkling's `unpadded_vocab_size`); and the tokens its forward suppresses."""
     configs = (model.config, model.config.get_text_config(decoder=True))
 
     def setting(name: str):  # the first config that sets `name` (top-level or text)
@@ -275,6 +275,8 @@ def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
         logits = logits * multiplier
     if cap := setting("final_logit_softcapping"):
         logits = torch.tanh(logits / cap) * cap
+    if vocabulary := setting("unpadded_vocab_size"):  # Inkling: a head padded past the vocabulary, cut by its forward
+        logits = logits[..., :vocabulary]
     if suppressed := architecture_for(model).suppressed_tokens(model):  # Chameleon's image tokens
         logits[..., suppressed] = torch.finfo(logits.dtype).min
     return logits

@@ -2,7 +2,9 @@
 attention with a relative position bias and a sink, short convolutions on its keys and values (dynamic ones in the
 full-attention layers), and short convolutions after the attention and after the MLP; sliding-window hybrid layers
 (`hybrid_sliding`) alternate with full ones (`hybrid`). No rotary embedding: the bias by distance is the text's only
-sense of order, and the full layers scale their queries by the log of the position (`log_scaling_*`).
+sense of order, and the full layers scale their queries by the log of the position (`log_scaling_*`). The output head
+has 8 rows past the vocabulary, which the model's forward cuts from its logits (`unpadded_vocab_size`), as the released
+checkpoint's.
 
 The image processor cuts a 56-pixel image into 14-pixel cells, one `<|image|>` placeholder each (4 x 4 = 16, nothing
 else written); each cell is 2 x 2 native patches of 7 pixels. The window (8) and the bias's extent (8 in the full
@@ -23,7 +25,7 @@ def build(seed: int):
     tokenizer = tiny_tokenizer(["<|image|>"])
     config = Inkling2Config(
         text_config=dict(
-            vocab_size=len(tokenizer), unpadded_vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=4,
+            vocab_size=len(tokenizer) + 8, unpadded_vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=4,
             layer_types=["hybrid_sliding", "hybrid", "hybrid_sliding", "hybrid"], num_attention_heads=2,
             num_key_value_heads=1, head_dim=32, swa_num_attention_heads=2, swa_num_key_value_heads=1, swa_head_dim=32,
             sliding_window_size=8, rel_extent=8, d_rel=4, moe_intermediate_size=32, n_routed_experts=2,
