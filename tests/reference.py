@@ -430,7 +430,7 @@ def slot_distance_biases(model, slots):
     slots of the whole sequence (`slots` (batch, S): each kept token's), as the masked forward over the whole sequence
     gives them, not by the distance in the compacted batch. The bias is `relative_states @ proj` read at the backward
     distance, zero outside [0, rel_extent). Written from `Inkling2RelativeLogits`' description, not from pnd."""
-    biases = [m for m in model.modules() if type(m).__name__ == "Inkling2RelativeLogits"]
+    biases = [m for m in model.modules() if type(m).__name__ in ("InklingRelativeLogits", "Inkling2RelativeLogits")]
     if not biases:
         yield
         return

@@ -201,6 +201,7 @@ def _stale_prior_rows(monkeypatch, types: list, layer_type: str):
     ("nemotron_h_omni", "linear_attention", True),  # Mamba-2
     ("mistral_large4", "indexed_attention", True), ("dots3_note", "indexed_attention", False),  # per-key indexers
     ("inkling2", "hybrid", True), ("inkling2", "hybrid_sliding", True),  # convolutions and attention in one layer
+    ("inkling_mm_model", "hybrid", True),
 ])
 def test_beam_search_fails_when_a_layer_kind_keeps_stale_prior_rows(monkeypatch, model_type, layer_type, image):
     """Beam search reorders the prior rows of every layer kind (Gated DeltaNet's three states, KDA's and Mamba-2's

@@ -18,7 +18,7 @@ Example:
     >>> from pnd.testing import tiny_model
     >>> model, _ = tiny_model("inkling2")
     >>> INKLING2.prepare(model)
-    >>> all("forward" in vars(bias) for bias, _ in _relative_biases(model))
+    >>> all("forward" in vars(bias) for bias, _, _ in _relative_biases(model))
     True
 """
 
@@ -33,19 +33,29 @@ from .registry import Architecture, register
 
 
 def _relative_biases(model) -> list[tuple]:
-    """(relative bias module, its attention's sliding window or None) of every hybrid layer of `model`."""
-    return [(module.rel_logits_proj, module.sliding_window) for module in model.modules()
-            if hasattr(module, "rel_logits_proj")]
+    """(relative bias module, its attention's sliding window or None, the slot from which its queries are scaled by the
+    log of their slot or None) of every hybrid layer of `model`. Inkling's full layers scale queries from
+    `log_scaling_n_floor` on, by their cache slot; Inkling 2's scale them by their position id (`position_ids`)."""
+    return [(module.rel_logits_proj, module.sliding_window,
+             None if type(module).__name__ != "InklingAttention" or module.is_sliding else
+             module.config.log_scaling_n_floor) for module in model.modules() if hasattr(module, "rel_logits_proj")]
 
 
-def _bias_by_positions(bias, window: int | None, relative_states: torch.Tensor, query_positions: torch.Tensor,
-                       key_positions: torch.Tensor) -> torch.Tensor:
-    """`Inkling2RelativeLogits.forward` (transformers 5.23) with the distances of the position ids `kept_positions`
-    gives (per row), where it gives them; keys `window` or more positions back get the dtype's minimum (blocked)."""
+def _bias_by_positions(bias, window: int | None, floor: int | None, relative_states: torch.Tensor,
+                       query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
+    """`Inkling2RelativeLogits.forward` (transformers 5.23; Inkling's is the same) with the distances of the position
+    ids `kept_positions` gives (per row), where it gives them; keys `window` or more positions back get the dtype's
+    minimum (blocked). Where the layer scales its queries from slot `floor` on (Inkling's), a prompt reaching it is
+    refused: the prior's call would scale them by the slots of the kept tokens side by side."""
     given = given_kept_positions()
     if given is None:
         return type(bias).forward(bias, relative_states, query_positions, key_positions)
     queries, keys = given
+    if floor is not None and int(queries.max()) + 1 >= floor:
+        raise ValueError(f"pnd does not support prompts of {int(queries.max()) + 1} tokens on this Inkling model: its "
+                         f"full layers scale queries by the log of their cache slot from log_scaling_n_floor ({floor}) "
+                         "on, which the prior's own call, on the kept tokens side by side, cannot give. Use prompts "
+                         "shorter than that, or plain generate.")
     if queries.shape[-1] != len(query_positions) or keys.shape[-1] != len(key_positions):
         raise RuntimeError(f"pnd: the prior's call has {len(query_positions)} queries and {len(key_positions)} keys, "
                            f"its position ids {queries.shape[-1]} and {keys.shape[-1]}.")
@@ -62,14 +72,16 @@ class InklingArchitecture(Architecture):
     """Inkling 2: the relative biases read the prior's position ids in its own prefill call (`_bias_by_positions`)."""
 
     def prepare(self, model) -> None:
-        for bias, window in _relative_biases(model):
+        for bias, window, floor in _relative_biases(model):
             if "forward" not in vars(bias):
-                bias.forward = functools.partial(_bias_by_positions, bias, window)
+                bias.forward = functools.partial(_bias_by_positions, bias, window, floor)
 
     def unprepare(self, model) -> None:
-        for bias, _ in _relative_biases(model):
+        for bias, _, _ in _relative_biases(model):
             vars(bias).pop("forward", None)
 
 
 INKLING2 = register(InklingArchitecture(name="Inkling 2", model_types=("inkling2",), pixel_keys=("pixel_values",),
                                         reported=True))
+INKLING = register(InklingArchitecture(name="Inkling", model_types=("inkling_mm_model",), pixel_keys=("pixel_values",),
+                                       reported=True))

@@ -43,8 +43,6 @@ REFUSED: dict[str, str] = {
                     "decode from (for text generation use a Gemma 3 checkpoint: gemma3)",
     "mistral4": "text-only: the image-text-to-text mapping names a causal LM with no vision tower",
     "diffusion_gemma": "block-diffusion decoder: it does not generate left to right, so there is no next-token prior",
-    "inkling_mm_model": f"{_NOT_YET}: Inkling's prompts also take audio, which pnd's prior does not hide yet (Inkling 2, "
-                        "the same hybrid layers without audio, is supported)",
     "unlimited_ocr": _layers("reference_sliding_attention: transformers' mask for it shifts the prompt's masked slots "
                              "by the window's offset once the window of generated tokens slides, so a prior hiding the "
                              "visual slots through the attention mask would hide other slots"),

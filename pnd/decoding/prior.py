@@ -260,13 +260,16 @@ MULTIPLIED_BY_LOGITS_SCALING = ("hyperclovax",)  # text model types whose forwar
 
 def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     """The model's logits for last hidden states, with its final scaling: Granite's `logits_scaling` divisor (HyperCLOVA
-    X's multiplier: MuP), Muse Glimmer's `output_multiplier`, Gemma's `final_logit_softcapping`; the vocabulary its
-    forward cuts a padded head to (Inkling's `unpadded_vocab_size`); and the tokens its forward suppresses."""
+    X's multiplier: MuP; Inkling's `logits_mup_width_multiplier`, before the head), Muse Glimmer's
+    `output_multiplier`, Gemma's `final_logit_softcapping`; the vocabulary its forward cuts a padded head to
+    (Inkling's `unpadded_vocab_size`); and the tokens its forward suppresses."""
     configs = (model.config, model.config.get_text_config(decoder=True))
 
     def setting(name: str):  # the first config that sets `name` (top-level or text)
         return next((getattr(c, name) for c in configs if getattr(c, name, None)), None)
 
+    if divisor := setting("logits_mup_width_multiplier"):  # Inkling: the last hidden states divided before the head
+        hidden = hidden / divisor
     logits = output_embeddings(model)(hidden)
     if scaling := setting("logits_scaling"):
         multiplies = configs[1].model_type in MULTIPLIED_BY_LOGITS_SCALING

@@ -53,7 +53,8 @@ FINDER_IMAGE_ARCHITECTURES = ("mistral3", "idefics3", "step3p7", "hunyuan_vl", "
                               "fast_vlm", "lighton_ocr", "granite_docling", "aria", "ovis2", "paddleocr_vl",
                               "deepseek_vl", "deepseek_vl_hybrid", "qianfan_ocr", "pp_chart2table", "chameleon",
                               "idefics2", "emu3", "janus", "vipllava", "fuyu",
-                              "deepseek_ocr2", "got_ocr2", "mistral_large4", "kosmos-2", "inkling2")
+                              "deepseek_ocr2", "got_ocr2", "mistral_large4", "kosmos-2", "inkling2",
+                              "inkling_mm_model")
 ONE_VIDEO_PER_CALL = ("nemotron_h_omni",)  # processors that take one video per call: `tiny_inputs` batches by hand
 TINY_ARCHITECTURES = (*CORE_ARCHITECTURES, *FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)
 VIDEO_ARCHITECTURES = ("llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "video_llava",
