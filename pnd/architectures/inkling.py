@@ -1,6 +1,7 @@
-"""Inkling 2: a ViT whose merged patches fill `<|unused_200054|>` placeholders (the processor writes one per image token,
-nothing else: a reported replacement), and a language model of hybrid layers, each an attention with short
-convolutions on its keys and values and after it and after the MLP, its cache layer holding both (`HybridState`).
+"""Inkling 2 and Inkling: a ViT whose features fill `<|unused_200054|>` placeholders (the processor writes one per image
+token, nothing else: a reported replacement; Inkling's audio placeholders too), and a language model of hybrid layers,
+each an attention with short convolutions on its keys and values and after it and after the MLP, its cache layer
+holding both (`HybridState`).
 
 The attention has no rotary embedding: its relative position bias (`Inkling2RelativeLogits`, a learned profile by
 backward distance up to `rel_extent`) and, in `hybrid_sliding` layers, its window are its sense of order, and both
@@ -12,7 +13,9 @@ runs the kept tokens side by side, their convolutions seeing them only, and ther
 read the tokens' position ids instead of their slots (`pnd._compat.kept_positions`, set by that call only), and keep
 each sliding layer's keys fewer than `sliding_window` positions back. Outside that call the bias is transformers' own,
 so `alpha=0` and the conditioned rows are untouched. `prior="text"` is refused (renumbered positions would no longer
-match the slots of the decoding steps).
+match the slots of the decoding steps). Inkling's full layers also scale their queries by the log of their slot from
+`log_scaling_n_floor` on (off by default): a prompt that long is refused, the prior's call giving the slots side by
+side. Inkling's audio inputs are refused at alpha > 0 (`pnd.decoding.paired`), as every family's.
 
 Example:
     >>> from pnd.testing import tiny_model
