@@ -243,9 +243,10 @@ def map_slots(function, state):
     of slots; recurrent states, which have no sequence axis, stay as they are.
 
     Example:
-        >>> state = HybridState(torch.zeros(1, 1, 5, 2), torch.zeros(1, 1, 5, 2), RecurrentState((torch.zeros(1, 2, 4),), (None,)))
-        >>> [tuple(t.shape) for t in map_slots(lambda t: t[:, :, -3:], state)[:2]]
-        [(1, 1, 3, 2), (1, 1, 3, 2)]
+        >>> slots, conv = torch.zeros(1, 1, 5, 2), RecurrentState((torch.zeros(1, 2, 4),), (None,))
+        >>> cut = map_slots(lambda t: t[:, :, -3:], HybridState(slots, slots, conv))
+        >>> tuple(cut.keys.shape), cut.recurrent is conv
+        ((1, 1, 3, 2), True)
     """
     if isinstance(state, RecurrentState):
         return state

@@ -179,7 +179,9 @@ def test_generated_docs_are_the_registry(name, marker):
     assert section(text, marker) == GENERATED[name, marker](), "regenerate: python -m pnd.architectures.coverage"
 
 
-@pytest.mark.parametrize("model_type, layer_type", [("unlimited_ocr", "reference_sliding_attention: transformers' mask")])
+@pytest.mark.parametrize("model_type, layer_type", [
+    ("unlimited_ocr", "reference_sliding_attention: transformers' mask"),
+])
 def test_families_with_unhandled_layer_types_are_refused_naming_them(model_type, layer_type):
     from types import SimpleNamespace
 

@@ -55,7 +55,8 @@ def test_hybrid_rows_carry_keys_values_and_convolution_states(tiny, model_type):
         got = model(**step, past_key_values=rebuilt).logits
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
     set_layer_state(layer, map_states(lambda t: t[[1]], states[0]))
-    assert torch.equal(layer.keys, states[0].keys[[1]]) and torch.equal(layer.conv_states[3], states[0].recurrent.conv[3][[1]])
+    assert torch.equal(layer.keys, states[0].keys[[1]])
+    assert torch.equal(layer.conv_states[3], states[0].recurrent.conv[3][[1]])
 
 
 def _slot_window(monkeypatch):

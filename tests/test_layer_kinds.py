@@ -45,7 +45,8 @@ def test_an_unknown_layer_type_is_refused_with_its_name():
 
 def test_a_refused_layer_kind_says_why(monkeypatch):
     config = tiny_model("qwen3_5")[0].config.get_text_config(decoder=True)
-    monkeypatch.setitem(LAYER_KINDS, "quantum_attention", LayerKind(prior="mask", state="kv", refused="its keys are qubits"))
+    refused = LayerKind(prior="mask", state="kv", refused="its keys are qubits")
+    monkeypatch.setitem(LAYER_KINDS, "quantum_attention", refused)
     config.layer_types = [config.layer_types[0], "quantum_attention", *config.layer_types[2:]]
     with pytest.raises(ValueError, match=r"'quantum_attention' \(layer 1 of qwen3_5_text\): its keys are qubits"):
         layer_plan(config)
@@ -205,9 +206,8 @@ def _stale_prior_rows(monkeypatch, types: list, layer_type: str):
 ])
 def test_beam_search_fails_when_a_layer_kind_keeps_stale_prior_rows(monkeypatch, model_type, layer_type, image):
     """Beam search reorders the prior rows of every layer kind (Gated DeltaNet's three states, KDA's and Mamba-2's
-    convolution and recurrent states; the indexed layers' keys, values, indexer keys and positions; Inkling's keys, values
-    and convolution states in one layer): leaving one kind's
-    prior rows unreordered changes the beams."""
+    convolution and recurrent states; the indexed layers' keys, values, indexer keys and positions; Inkling's keys,
+    values and convolution states in one layer): leaving one kind's prior rows unreordered changes the beams."""
     model, processor = tiny_model(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS[:1], image=image)
     kwargs = dict(max_new_tokens=STEPS, num_beams=3, do_sample=False, output_scores=True, return_dict_in_generate=True,

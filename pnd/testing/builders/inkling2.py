@@ -42,5 +42,6 @@ def build(seed: int):
         if name.endswith("rel_logits_proj.proj"):
             torch.nn.init.normal_(weight, std=2.0)  # a sharp bias by distance
     processor = Inkling2Processor(image_processor=Inkling2ImageProcessor(size={"height": 14, "width": 14}),
-                                  tokenizer=tokenizer, chat_template=chat_template("<|image|>"), image_token="<|image|>")
+                                  tokenizer=tokenizer, chat_template=chat_template("<|image|>"),
+                                  image_token="<|image|>")
     return model, processor
