@@ -22,6 +22,8 @@ from transformers.cache_utils import (
     DynamicIndexedLayer,
     DynamicLayer,
     DynamicSlidingWindowLayer,
+    LinearAttentionAndFullAttentionLayer,
+    LinearAttentionAndSlidingWindowAttentionLayer,
     LinearAttentionCacheLayerMixin,
     get_layer_types_and_kwargs,
 )
@@ -30,12 +32,12 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 
 TRANSFORMERS_CHECKED = ">=5.23,<5.24"  # the releases these calls were read and tested against
 
-__all__ = ["TRANSFORMERS_CHECKED", "IndexedState", "RecurrentState", "attention_implementation", "cache_from_layers",
-           "cache_layer_types", "copy_prompt_length", "reference_window_masks", "shifted_window_mask",
-           "compiles_decoding", "encode_visual_inputs", "generation_config", "has_recurrent_layers", "indexer_keys",
-           "padding_also",
-           "layer_states", "map_states", "mask_indexer_keys", "position_ids_for_generation", "register_sdpa_attention",
-           "repair_video_features", "sdpa_attention_forward", "set_attention_implementation", "set_layer_state",
+__all__ = ["TRANSFORMERS_CHECKED", "HybridState", "IndexedState", "RecurrentState", "attention_implementation",
+           "cache_from_layers", "cache_layer_types", "copy_prompt_length", "compiles_decoding", "encode_visual_inputs",
+           "generation_config", "given_kept_positions", "has_recurrent_layers", "indexer_keys", "kept_positions",
+           "layer_states", "map_slots", "map_states", "mask_indexer_keys", "padding_also",
+           "position_ids_for_generation", "reference_window_masks", "register_sdpa_attention", "repair_video_features",
+           "sdpa_attention_forward", "set_attention_implementation", "set_layer_state", "shifted_window_mask",
            "unmask_indexer_keys"]
 
 
@@ -124,6 +126,16 @@ class IndexedState(NamedTuple):
     indexer_positions: torch.Tensor | None  # (batch, dims, slots, 1): the layer's (dims, batch, slots)
 
 
+class HybridState(NamedTuple):
+    """What a cache layer of convolutions and attention in one (transformers' `LinearAttentionAndFullAttentionLayer`,
+    `LinearAttentionAndSlidingWindowAttentionLayer`: Inkling's hybrid layers) holds for its rows: keys and values per
+    slot, and its convolutions' states (a `RecurrentState`: no sequence axis)."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
+    recurrent: RecurrentState
+
+
 def cache_layer_types(config) -> list[str]:
     """The layer type of each cache layer of a (text) config, as transformers' caches read it
     (`get_layer_types_and_kwargs`: inferred where `layer_types` is absent; MoE/MLP blocks and KV-sharing layers
@@ -142,12 +154,10 @@ def layer_states(cache) -> list:
     states = []
     for layer in cache.layers:
         if isinstance(layer, LinearAttentionCacheLayerMixin):
-            if hasattr(layer, "keys"):
-                raise NotImplementedError(f"pnd does not support cache layers of type {type(layer).__name__} "
-                                          "(recurrent and attention states in one layer).")
             indices = range(layer.number_of_states)
-            states.append(RecurrentState(tuple(layer.conv_states[i] for i in indices),
-                                         tuple(layer.recurrent_states[i] for i in indices)))
+            recurrent = RecurrentState(tuple(layer.conv_states[i] for i in indices),
+                                       tuple(layer.recurrent_states[i] for i in indices))
+            states.append(HybridState(layer.keys, layer.values, recurrent) if hasattr(layer, "keys") else recurrent)
         elif _slot_indexed(layer):
             states.append(IndexedState(layer.keys, layer.values, layer.idx_keys, None))
         elif _reference_window(layer) and layer.prefill_keys is not None:  # the prompt's part, then the window's
@@ -164,7 +174,10 @@ def layer_states(cache) -> list:
 
 def set_layer_state(layer, state) -> None:
     """Make cache layer `layer` hold `state` (as `layer_states` gives it), in place of its rows."""
-    if isinstance(state, RecurrentState):
+    if isinstance(state, HybridState):
+        layer.keys, layer.values = state.keys, state.values
+        set_layer_state(layer, state.recurrent)
+    elif isinstance(state, RecurrentState):
         for index, (conv, recurrent) in enumerate(zip(*state)):
             layer.conv_states[index], layer.recurrent_states[index] = conv, recurrent
     elif isinstance(state, IndexedState) and _slot_indexed(layer):
@@ -260,6 +273,23 @@ def map_states(function, *states):
     return type(first)(*mapped) if hasattr(first, "_fields") else tuple(mapped)
 
 
+def map_slots(function, state):
+    """`function` applied to the per-slot tensors of one layer's state (as `layer_states` gives it), e.g. a selection
+    of slots; recurrent states, which have no sequence axis, stay as they are.
+
+    Example:
+        >>> slots, conv = torch.zeros(1, 1, 5, 2), RecurrentState((torch.zeros(1, 2, 4),), (None,))
+        >>> cut = map_slots(lambda t: t[:, :, -3:], HybridState(slots, slots, conv))
+        >>> tuple(cut.keys.shape), cut.recurrent is conv
+        ((1, 1, 3, 2), True)
+    """
+    if isinstance(state, RecurrentState):
+        return state
+    if isinstance(state, HybridState):
+        return HybridState(function(state.keys), function(state.values), state.recurrent)
+    return map_states(function, state)
+
+
 def cache_from_layers(config, layers=None, keep_all: bool = False, whole_prompt: bool = False) -> DynamicCache:
     """A DynamicCache for the text config `config` holding copies of per-layer states (as `layer_states` gives them).
 
@@ -272,12 +302,15 @@ def cache_from_layers(config, layers=None, keep_all: bool = False, whole_prompt:
     """
     cache = DynamicCache(config=config)
     if keep_all:  # sliding-window layers that keep every slot (recurrent layers stay)
-        cache.layers = [DynamicLayer() if type(layer) is DynamicSlidingWindowLayer else layer for layer in cache.layers]
+        cache.layers = [_keeping_every_slot(layer) for layer in cache.layers]
     if config is None:  # layers made as they are filled
         for index, (keys, values) in enumerate(layers or []):
             cache.update(keys, values, index)
         return cache
     for layer, state in zip(cache.layers, layers or []):
+        if isinstance(state, HybridState):  # keys and values, then the convolutions' states
+            layer.update(state.keys, state.values)
+            state = state.recurrent
         if isinstance(state, RecurrentState):
             for index, (conv, recurrent) in enumerate(zip(*state)):
                 if conv is not None:  # a fresh layer takes it as a prefill's: kernel = its last axis
@@ -296,6 +329,15 @@ def cache_from_layers(config, layers=None, keep_all: bool = False, whole_prompt:
                     layer.update_indexer(state.indexer_keys[:, 0])
                 layer.indexer_position_ids = _indexer_position_ids(state)
     return cache
+
+
+def _keeping_every_slot(layer):
+    """A cache layer like `layer` (fresh) that keeps every slot: a sliding-window layer's full-attention twin."""
+    if type(layer) is DynamicSlidingWindowLayer:
+        return DynamicLayer()
+    if type(layer) is LinearAttentionAndSlidingWindowAttentionLayer:
+        return LinearAttentionAndFullAttentionLayer(number_of_states=layer.number_of_states)
+    return layer
 
 
 def attention_implementation(config) -> str:
@@ -328,6 +370,29 @@ def indexer_keys(keys: torch.Tensor):
         yield
     finally:
         _INDEXER_KEYS.reset(token)
+
+
+_KEPT_POSITIONS: ContextVar[tuple] = ContextVar("pnd_kept_positions")  # (queries, keys) position ids (rows, tokens)
+# of this thread's language-model call on the prior's kept tokens side by side; unset: slots count as positions
+
+
+@contextmanager
+def kept_positions(queries: torch.Tensor, keys: torch.Tensor):
+    """Within this context (this thread's), the language-model call runs the prior's kept tokens side by side: its
+    queries are at position ids `queries` (rows, tokens), its keys (cached ones, then the call's) at `keys`. A layer
+    that reads distances from cache slots (Inkling's relative position bias, once `pnd.architectures.inkling` patched
+    it) reads them from these instead; outside it, and in code torch.compile traces, layers run as transformers wrote
+    them."""
+    token = _KEPT_POSITIONS.set((queries, keys))
+    try:
+        yield
+    finally:
+        _KEPT_POSITIONS.reset(token)
+
+
+def given_kept_positions() -> tuple | None:
+    """The (queries, keys) position ids `kept_positions` gives this thread's call, or None."""
+    return None if torch.compiler.is_compiling() else _KEPT_POSITIONS.get(None)
 
 
 def _indexers(model) -> list:

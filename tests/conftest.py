@@ -15,6 +15,13 @@ def _cached(model_type):
     return tiny_model(model_type)
 
 
+@functools.cache
+def _built_attention(model_type) -> str:
+    """The attention implementation the cached tiny model was built with: SDPA, or eager where transformers' family
+    supports no other (Inkling 2)."""
+    return _cached(model_type)[0].config.get_text_config(decoder=True)._attn_implementation
+
+
 @pytest.fixture
 def tiny():
     """tiny("qwen2_vl") -> (model, processor); models are built once per session and detached after a test."""
@@ -26,15 +33,15 @@ def tiny():
     def get(model_type):
         model, processor = _cached(model_type)
         bind_processor(model, processor)  # as tiny_model binds it (the detach after each test unbinds it)
-        used.append(model)
+        used.append((model_type, model))
         return model, processor
 
     yield get
-    for model in used:
+    for model_type, model in used:
         pnd.detach(model)
         # the cached models are shared by every later test: a test that changes one must use its own
         assert model.dtype == torch.float32, "a test left a cached tiny model in another dtype"
-        assert model.config.get_text_config(decoder=True)._attn_implementation == "sdpa", \
+        assert model.config.get_text_config(decoder=True)._attn_implementation == _built_attention(model_type), \
             "a test left a cached tiny model with another attention implementation"
 
 

@@ -46,8 +46,9 @@ DELIMITED = {"qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL, "glm4v": GLM4V, "gl
              "qwen4_exp": QWEN3_VL, "glm_ocr": GLM4V, "glmga": GLM4V}
 # layer_types where masking is not removal: recurrent layers (Qwen3.5, LFM2, Nemotron-H's Mamba-2, GLM-5-next's KDA)
 # and indexed attention (an indexer picks keys before any mask applies: GLM-5-next, Qwen4; MiniMax-M3, whose indexer
-# pools keys by position here: `position_binned_indexers`)
-REMOVED_LAYER_TYPES = ("linear_attention", "conv", "indexed_attention", "minimax_m3_sparse")
+# pools keys by position here: `position_binned_indexers`), and Inkling's hybrid layers (short convolutions around an
+# attention whose relative bias and window are by distance in the whole sequence here: `slot_distance_biases`)
+REMOVED_LAYER_TYPES = ("linear_attention", "conv", "indexed_attention", "minimax_m3_sparse", "hybrid", "hybrid_sliding")
 
 
 def is_hybrid(model):
@@ -379,7 +380,7 @@ def kept_tokens_forward(model, sequence, kept, positions, **kwargs):
         ids[row, width - n :], mask[row, width - n :] = sequence[row, kept[row]], 1
         compact[..., row, width - n :] = positions[..., row, kept[row]]
         slots[row, width - n :] = kept[row].nonzero().flatten()
-    with position_binned_indexers(model, compact, mask.bool()):
+    with position_binned_indexers(model, compact, mask.bool()), slot_distance_biases(model, slots):
         out = model(input_ids=ids, attention_mask=_window_masks(model, mask, slots), position_ids=compact,
                     **{"use_cache": False, **kwargs})
     return out, mask.bool()
@@ -444,6 +445,36 @@ def position_binned_indexers(model, positions, valid):
                     setattr(indexer, name, attributes[name])
 
 
+@contextlib.contextmanager
+def slot_distance_biases(model, slots):
+    """Inkling's relative position biases for a cache-free forward on the kept tokens alone: by each pair's distance in
+    slots of the whole sequence (`slots` (batch, S): each kept token's), as the masked forward over the whole sequence
+    gives them, not by the distance in the compacted batch. The bias is `relative_states @ proj` read at the backward
+    distance, zero outside [0, rel_extent). Written from `Inkling2RelativeLogits`' description, not from pnd."""
+    biases = [m for m in model.modules() if type(m).__name__ in ("InklingRelativeLogits", "Inkling2RelativeLogits")]
+    if not biases:
+        yield
+        return
+    behind = (slots[:, :, None] - slots[:, None, :])[:, None]  # (batch, 1, queries, keys)
+
+    def forward(bias, relative_states, query_positions, key_positions):
+        profiles = torch.einsum("bqhd,de->bhqe", relative_states, bias.proj)  # (batch, heads, queries, extent)
+        reach = behind.expand(-1, profiles.shape[1], -1, -1)
+        read = profiles.gather(-1, reach.clamp(0, bias.rel_extent - 1))
+        return torch.where((reach >= 0) & (reach < bias.rel_extent), read, torch.zeros_like(read))
+
+    before = [vars(bias).get("forward") for bias in biases]  # pnd's own forward, where pnd.attach put one
+    for bias in biases:
+        bias.forward = functools.partial(forward, bias)
+    try:
+        yield
+    finally:
+        for bias, forward_before in zip(biases, before):
+            vars(bias).pop("forward")
+            if forward_before is not None:
+                bias.forward = forward_before
+
+
 def _window_masks(model, mask, slots):
     """The attention mask of a kept-tokens forward: `mask` (2-D), except on a model with sliding-window attention
     layers, whose window stays over the slots of the whole sequence (the removed span counts, as in the masked
@@ -451,6 +482,8 @@ def _window_masks(model, mask, slots):
     ones."""
     config = model.config.get_text_config(decoder=True)
     types = getattr(config, "layer_types", None) or ()
+    if "hybrid_sliding" in types:  # Inkling: its layers read the masks of these three names
+        types = ("full_attention", "sliding_attention", "linear_attention")
     if "sliding_attention" not in types:
         return mask
     behind = slots[:, :, None] - slots[:, None, :]  # (batch, queries, keys) in slots of the whole sequence

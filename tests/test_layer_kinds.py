@@ -43,10 +43,12 @@ def test_an_unknown_layer_type_is_refused_with_its_name():
         pnd.attach(model, processor)
 
 
-def test_a_refused_layer_kind_says_why():
+def test_a_refused_layer_kind_says_why(monkeypatch):
     config = tiny_model("qwen3_5")[0].config.get_text_config(decoder=True)
-    config.layer_types = [config.layer_types[0], "hybrid", *config.layer_types[2:]]  # Inkling's recurrent + attention
-    with pytest.raises(ValueError, match=r"'hybrid' \(layer 1 of qwen3_5_text\): one layer holds both"):
+    refused = LayerKind(prior="mask", state="kv", refused="its keys are qubits")
+    monkeypatch.setitem(LAYER_KINDS, "quantum_attention", refused)
+    config.layer_types = [config.layer_types[0], "quantum_attention", *config.layer_types[2:]]
+    with pytest.raises(ValueError, match=r"'quantum_attention' \(layer 1 of qwen3_5_text\): its keys are qubits"):
         layer_plan(config)
 
 
@@ -208,11 +210,13 @@ def _stale_prior_rows(monkeypatch, types: list, layer_type: str):
     ("glm5_next", "linear_attention", True), ("glm5_next", "indexed_attention", True),  # KDA, indexed MLA
     ("nemotron_h_omni", "linear_attention", True),  # Mamba-2
     ("mistral_large4", "indexed_attention", True), ("dots3_note", "indexed_attention", False),  # per-key indexers
+    ("inkling2", "hybrid", True), ("inkling2", "hybrid_sliding", True),  # convolutions and attention in one layer
+    ("inkling_mm_model", "hybrid", True),
 ])
 def test_beam_search_fails_when_a_layer_kind_keeps_stale_prior_rows(monkeypatch, model_type, layer_type, image):
     """Beam search reorders the prior rows of every layer kind (Gated DeltaNet's three states, KDA's and Mamba-2's
-    convolution and recurrent states; the indexed layers' keys, values, indexer keys and positions): leaving one kind's
-    prior rows unreordered changes the beams."""
+    convolution and recurrent states; the indexed layers' keys, values, indexer keys and positions; Inkling's keys,
+    values and convolution states in one layer): leaving one kind's prior rows unreordered changes the beams."""
     model, processor = tiny_model(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS[:1], image=image)
     kwargs = dict(max_new_tokens=STEPS, num_beams=3, do_sample=False, output_scores=True, return_dict_in_generate=True,
@@ -518,75 +522,3 @@ def test_per_key_indexers_need_no_indexer_key_mask_in_the_steps(monkeypatch, mod
     model, processor = tiny_model(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS, image=model_type == "mistral_large4")
     _greedy_with_noise_in_hidden_prior_slots(model, processor, inputs, monkeypatch)
-
-
-# Inkling 2's hybrid layers: attention plus four short convolutions (keys, values, after attention, after the MLP),
-# the convolution states and the keys/values in one cache layer. Its attention's relative position bias and sliding
-# window count cache slots (`get_query_offset`), not position ids. So neither prior pnd has is removal with positions
-# kept: the kept tokens alone (the convolutions' removal) shift every distance across the visual span, and the
-# prompt's slots with the visual ones masked (the distances kept) let the convolutions span the gap.
-def _inkling2(seed=0):
-    from transformers import Inkling2ForCausalLM, Inkling2TextConfig
-
-    config = Inkling2TextConfig(
-        vocab_size=64, unpadded_vocab_size=64, hidden_size=64, num_hidden_layers=2, layer_types=["hybrid_sliding",
-        "hybrid"], num_attention_heads=2, num_key_value_heads=1, head_dim=32, swa_num_attention_heads=2,
-        swa_num_key_value_heads=1, swa_head_dim=32, sliding_window_size=32, rel_extent=32, d_rel=4,
-        moe_intermediate_size=32, n_routed_experts=2, num_experts_per_tok=1, n_layers_per_attn_res_block=2,
-        eos_token_id=None)
-    torch.manual_seed(seed)
-    model = Inkling2ForCausalLM(config).eval()
-    for name, weight in model.named_parameters():
-        if name.endswith("rel_logits_proj.proj"):
-            torch.nn.init.normal_(weight, std=2.0)  # a sharp bias by distance
-    return model
-
-
-def _pointwise_convolutions(model):
-    """Every short convolution reads the current token only (removal and masking then agree there)."""
-    for module in model.modules():
-        if type(module).__name__ == "Inkling2ShortConvolution":
-            module.conv1d.weight.data[..., :-1] = 0  # causal taps: the last is the current token
-        elif type(module).__name__ == "Inkling2DynamicShortConvolution":
-            module.static_weight.data[1:] = 0  # tap index = backward distance
-            module.weight_proj.weight.data.view(module.num_heads, module.conv_kernel_size, -1)[:, 1:] = 0
-
-
-def _inkling2_priors(model):
-    """The last token's logits of the two priors pnd has, on text(4) + visual(4) + text(4): the kept tokens alone at
-    their conditioned positions, and the whole prompt in its slots with the visual ones masked."""
-    ids = torch.randint(0, 64, (1, 12), generator=torch.Generator().manual_seed(1))
-    kept = torch.tensor([0, 1, 2, 3, 8, 9, 10, 11])
-    mask = torch.ones_like(ids)
-    mask[:, 4:8] = 0
-    with torch.no_grad():
-        alone = model(ids[:, kept], position_ids=kept[None]).logits[0, -1]
-        in_slots = model(ids, attention_mask=mask, position_ids=torch.arange(12)[None]).logits[0, -1]
-    return alone, in_slots
-
-
-@pytest.mark.parametrize("convolutions, bias, agree", [
-    ("pointwise", False, True),  # neither a convolution span nor a distance: the two priors are one
-    ("real", False, False),  # the convolutions span the masked gap
-    ("pointwise", True, False),  # the kept tokens alone move the relative distances (slots, not position ids)
-])
-def test_inkling2_hybrid_layers_have_no_exact_prior(convolutions, bias, agree):
-    """Why `inkling2`/`inkling_mm_model` stay refused (pnd/architectures/refused.py): in one hybrid layer the
-    convolutions need the kept tokens alone and the relative bias needs the prompt's slots."""
-    model = _inkling2()
-    if convolutions == "pointwise":
-        _pointwise_convolutions(model)
-    if not bias:
-        for module in model.modules():
-            if type(module).__name__ == "Inkling2RelativeLogits":
-                module.proj.data.zero_()
-    alone, in_slots = _inkling2_priors(model)
-    assert torch.allclose(alone, in_slots, atol=1e-4) == agree, (alone - in_slots).abs().max()
-
-
-def test_inkling2_refusal_names_both_requirements():
-    from transformers import AutoConfig
-
-    for model_type in ("inkling2", "inkling_mm_model"):
-        with pytest.raises(ValueError, match=r"'hybrid(_sliding)?' .*relative position bias"):
-            layer_plan(AutoConfig.for_model(model_type).get_text_config(decoder=True))

@@ -32,8 +32,9 @@ def teacher_forced(model, inputs, prior):
         positions = conditioned_positions(model, ids, mask, inputs)
         kept = mask.bool() & ~visual_positions(model, ids)
         if is_hybrid(model):
-            logits = torch.zeros(*ids.shape, model.config.get_text_config().vocab_size)
-            logits[kept] = kept_tokens_forward(model, ids, kept, positions)[0].logits[0]
+            kept_logits = kept_tokens_forward(model, ids, kept, positions)[0].logits[0]
+            logits = torch.zeros(*ids.shape, kept_logits.shape[-1])  # the forward's vocabulary (Inkling's cut head)
+            logits[kept] = kept_logits
         else:  # the prior's tokens are text: token-type inputs 0 (a prefix LM's: its prompt and suffix types)
             text = {k: inputs[k] * 0 for k in TOKEN_TYPES if k in inputs and model.config.model_type not in SUFFIX_TYPE}
             logits = model(**{**inputs, **text, "attention_mask": window_masks(model, mask * kept, start)},

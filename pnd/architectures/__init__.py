@@ -24,6 +24,7 @@ from . import fuyu  # noqa: F401
 from . import ocr_families  # noqa: F401
 from . import sparse_families  # noqa: F401
 from . import kosmos2  # noqa: F401
+from . import inkling  # noqa: F401
 from . import unlimited_ocr  # noqa: F401
 # isort: on
 from .registry import Architecture, architecture_for, register, registered, supported_model_types

@@ -20,7 +20,7 @@ import textwrap
 import torch
 
 from .layers import layer_plan
-from .refused import REFUSED, pending
+from .refused import REFUSED, structural
 from .registry import _REGISTRY, Architecture, registered
 
 
@@ -109,12 +109,12 @@ def coverage_summary() -> str:
     types = image_text_to_text_types()
     supported = [t for t in types if t in _REGISTRY]
     refused = [t for t in types if t in REFUSED]
-    left = [t for t in refused if pending(REFUSED[t])]
+    left = [t for t in refused if not structural(REFUSED[t])]
     families = len([a for a in registered() if set(a.model_types) & set(supported)])
     summary = (f"pnd supports **{len(supported)}** of the **{len(types)}** image-text-to-text model types of "
                f"transformers {transformers.__version__} ({families} families); **{len(refused) - len(left)}** are "
-               f"refused for a structural reason (encoder-decoders, cross-attention, not text generators) and "
-               f"**{len(left)}** are not supported yet. The table of families, what the prior hides in each, the "
+               f"refused for a structural reason (encoder-decoders, cross-attention, not text generators)"
+               f"{f' and **{len(left)}** are not supported yet' if left else ''}. The table of families, what the prior hides in each, the "
                "family notes and every refusal with its reason: [docs/families.md](docs/families.md) (`pnd models "
                "--all` prints the same rows).")
     return textwrap.fill(summary, width=118)

@@ -29,11 +29,12 @@ class LayerKind:
         keys keep their positions), "kept" (the layer sees the kept tokens only: masking is not removal there) or
         None (a layer with no sequence mixing, or one reading another layer's cache).
     state: what its cache rows carry: "kv" (keys, values per slot), "recurrent" (convolution and recurrent states,
-        no sequence axis), "indexed" (keys, values and the indexer's keys per slot) or None.
+        no sequence axis), "hybrid" (both), "indexed" (keys, values and the indexer's keys per slot) or None.
     compact: the prior rows must hold the kept tokens side by side (an indexer that groups neighbouring slots),
         rather than in the conditioned prompt's slots with the visual ones masked.
-    slot_window: the layer's window counts the conditioned prompt's slots (sliding attention): the prior rows keep
-        the conditioned layout.
+    slot_window: the layer's window (sliding attention) or relative position bias (Inkling's) counts the conditioned
+        prompt's slots: the prior rows keep the conditioned layout, and prior="text" (renumbered positions) is refused
+        where the prior's own call cannot renumber them.
     in_slot: the layer reads slots, not only positions: an indexer that anchors key blocks to slots (MiniMax-M3, its
         indexer given the kept keys by `pnd._compat.indexer_keys`), or chunks of slots (Llama 4's chunked attention).
         The prior's prefill runs the whole prompt in its slots with the visual ones masked, so each kept token keeps
@@ -89,13 +90,13 @@ LAYER_KINDS: dict[str, LayerKind] = {
     **dict.fromkeys(("mistral_large4_text:indexed_attention", "dots3_note_text:indexed_attention"),
                     LayerKind(prior="kept", state="indexed", packs=False, static=False)),
     # Inkling's: attention with short convolutions on its keys and values and after it (their states and the keys,
-    # values in one cache layer), whose relative position bias and sliding window count cache slots, not position ids
-    **dict.fromkeys(("hybrid", "hybrid_sliding"), LayerKind(prior="kept", state="recurrent", refused=(
-        "one layer holds both short convolutions and an attention whose relative position bias counts cache slots, not "
-        "position ids: the convolutions need the kept tokens alone (masked slots still occupy their taps) and the "
-        "bias needs the prompt's slots (the kept tokens alone move every distance across the visual span), so neither "
-        "prior is removal with positions kept (tests/test_layer_kinds.py::test_inkling2_hybrid_layers_have_no_exact_"
-        "prior)"))),
+    # values in one cache layer: `pnd._compat.HybridState`). The convolutions see the kept tokens only; the attention's
+    # relative position bias and sliding window count cache slots, which are positions in the conditioned prompt's
+    # layout: so the prior rows keep that layout (the kept tokens in their slots, the visual ones masked), and the
+    # prior's own prefill call, which runs the kept tokens side by side, computes the bias and the window from their
+    # position ids (`pnd.architectures.inkling`)
+    **dict.fromkeys(("hybrid", "hybrid_sliding"), LayerKind(prior="kept", state="hybrid", slot_window=True, packs=False,
+                                                            static=False)),
 }
 
 

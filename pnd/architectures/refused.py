@@ -9,27 +9,21 @@ _ENCODER_DECODER = "encoder-decoder (the text decoder cross-attends to the image
 _CROSS_ATTENTION = "the image reaches the text through cross-attention or prepended features, not through tokens of the " \
                    "prompt that a prior could hide"
 _NOT_TEXT = "not a text generator for images or video"
+_TEXT_ONLY = "text-only"
+_NOT_LEFT_TO_RIGHT = "block-diffusion decoder"
+# the reasons a model type can have no prior at all; any other refusal would be work left to pnd
+STRUCTURAL = (_ENCODER_DECODER, _CROSS_ATTENTION, _NOT_TEXT, _TEXT_ONLY, _NOT_LEFT_TO_RIGHT)
 
 
-_PENDING = "language model has layer types pnd does not handle yet"
-
-
-def _layers(types: str) -> str:
-    return f"{_PENDING} ({types}): see the new-layer-types work"
-
-
-_NOT_YET = "not yet supported"  # a family pnd could serve, whose mechanism it lacks (the reason names it)
-
-
-def pending(reason: str) -> bool:
-    """Whether a refusal is work left to pnd (a layer type or a mechanism not handled yet), not a structural
-    reason.
+def structural(reason: str) -> bool:
+    """Whether a refusal is for a structural reason (the model has no visual span of the prompt to hide, or no
+    left-to-right next-token prior), rather than work left to pnd.
 
     Example:
-        >>> pending(REFUSED["florence2"])
-        False
+        >>> structural(REFUSED["florence2"]), structural("not yet supported: its generate drops the position ids")
+        (True, False)
     """
-    return reason.startswith((_PENDING, _NOT_YET))
+    return reason.startswith(STRUCTURAL)
 
 
 REFUSED: dict[str, str] = {
@@ -41,11 +35,6 @@ REFUSED: dict[str, str] = {
     "shieldgemma2": f"{_NOT_TEXT}: a policy classifier (yes/no probabilities per policy); its processor writes one "
                     "prompt per policy from its own template and drops the text it is given, so there is no prompt to "
                     "decode from (for text generation use a Gemma 3 checkpoint: gemma3)",
-    "mistral4": "text-only: the image-text-to-text mapping names a causal LM with no vision tower",
-    "diffusion_gemma": "block-diffusion decoder: it does not generate left to right, so there is no next-token prior",
-    **dict.fromkeys(("inkling2", "inkling_mm_model"), _layers(
-        "hybrid, hybrid_sliding: short convolutions, which the prior must run on the kept tokens alone, and an "
-        "attention whose relative position bias counts cache slots, not position ids, which the prior must run in the "
-        "prompt's slots; one forward of transformers' layer cannot do both (it would need the bias computed from each "
-        "row's position ids)")),
+    "mistral4": f"{_TEXT_ONLY}: the image-text-to-text mapping names a causal LM with no vision tower",
+    "diffusion_gemma": f"{_NOT_LEFT_TO_RIGHT}: it does not generate left to right, so there is no next-token prior",
 }

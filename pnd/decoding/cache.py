@@ -17,7 +17,15 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, StaticCache, StaticLayer
 
-from .._compat import RecurrentState, cache_from_layers, copy_prompt_length, layer_states, map_states, set_layer_state
+from .._compat import (
+    RecurrentState,
+    cache_from_layers,
+    copy_prompt_length,
+    layer_states,
+    map_slots,
+    map_states,
+    set_layer_state,
+)
 from .prior import PriorPrefill
 
 
@@ -36,7 +44,7 @@ class PairedCache(DynamicCache):
         for layer, conditioned, extra in zip(self.layers, layer_states(self), prior.layers):
             if not isinstance(extra, RecurrentState) and conditioned[0] is not None:  # a sliding-window layer keeps
                 kept = conditioned[0].shape[2]  # the last slots of the prompt only
-                extra = map_states(lambda t: t[:, :, -kept:], extra)
+                extra = map_slots(lambda t: t[:, :, -kept:], extra)
             set_layer_state(layer, map_states(lambda a, b: torch.cat([a, b.to(a.dtype)]), conditioned, extra))
         self.prior_attends = prior.attends
         self.prior_position_offset = prior.position_offset

@@ -259,9 +259,10 @@ def _refuse_unsupported(config, kwargs: dict) -> None:
                          "PriorNormalized(0) for plain decoding.")
 
     outside = "candidate tokens would be checked outside the paired forward, without the prior rows."
-    if kwargs.get("use_audio_in_video") or kwargs.get("input_features") is not None:
-        refuse("audio inputs (use_audio_in_video, input_features)", "pnd's prior hides the visual expansion only; "
-               "audio interleaved with the video would still reach it.")
+    audio = ("input_features", "audio_input_ids")  # Inkling's: quantized mel bins
+    if kwargs.get("use_audio_in_video") or any(kwargs.get(key) is not None for key in audio):
+        refuse("audio inputs (use_audio_in_video, input_features, audio_input_ids)", "pnd's prior hides the visual "
+               "expansion only; audio interleaved with the video would still reach it.")
     if kwargs.get("assistant_model") is not None:
         refuse("generate(..., assistant_model=...)", outside)
     if kwargs.get("negative_prompt_ids") is not None:

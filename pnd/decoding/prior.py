@@ -25,11 +25,13 @@ from dataclasses import dataclass
 import torch
 
 from .._compat import (
-    RecurrentState,
     cache_from_layers,
+    cache_layer_types,
     encode_visual_inputs,
     indexer_keys,
+    kept_positions,
     layer_states,
+    map_slots,
     map_states,
 )
 from ..architectures import Architecture, architecture_for
@@ -158,8 +160,7 @@ def assemble_prefill(slots: PriorSlots, logits: torch.Tensor, layers, position_i
                   computed_from: int) -> PriorPrefill:
     """The `PriorPrefill` of per-layer states: per-slot ones laid out by `lay_out_prior`, recurrent states as they
     are (after the last computed token)."""
-    laid_out = [layer if isinstance(layer, RecurrentState) else
-                map_states(lambda states: lay_out_prior(slots, states, computed_from), layer) for layer in layers]
+    laid_out = [map_slots(lambda states: lay_out_prior(slots, states, computed_from), layer) for layer in layers]
     offset = position_ids[..., -1] - slots.positions[..., -1]
     return PriorPrefill(logits=logits, layers=laid_out, attends=slots.attends, position_offset=offset)
 
@@ -191,6 +192,11 @@ def masked_prefill(
     plan = layer_plan(config)
     if plan.in_slot:
         return _in_slot_prefill(model, config, input_ids, attention_mask, position_ids, mode)
+    if mode == "text" and any(kind.slot_window for kind in plan.kinds):
+        names = sorted({t for t, k in zip(cache_layer_types(config), plan.kinds) if k.slot_window})
+        raise ValueError(f"prior='text' is not supported on {config.model_type} (its layer types "
+                         f"{', '.join(map(repr, names))} count the conditioned prompt's slots, which renumbered "
+                         "positions would no longer match): use the default prior='masked'.")
     # no reuse through layers that see the kept tokens only (a recurrent state sums up the whole prompt), nor from
     # sliding-window layers that hold the window only
     reuse = shared is not None and not plan.kept_only and (
@@ -199,19 +205,21 @@ def masked_prefill(
     # a layer without a cache of its own (Gemma 3n's KV-shared layers): (None, None)
     reused_layers = [(k, v) if k is None else (k[:, :, : slots.prefix], v[:, :, : slots.prefix])
                      for k, v in shared] if slots.prefix else None
-    # with a sliding window, every layer of this call keeps all its tokens: lay_out_prior needs them
-    cache = cache_from_layers(config, reused_layers, keep_all=window is not None)
+    # every layer of this call keeps all its tokens (sliding-window ones too): lay_out_prior needs them
+    cache = cache_from_layers(config, reused_layers, keep_all=True)
     attends = torch.cat([slots.reused[:, : slots.prefix], slots.computed], 1)
     prefix = architecture_for(model).bidirectional_prefix(inputs, attention_mask)
     both_ways = None if prefix is None else prefix.gather(1, slots.index) & slots.computed
-    hidden = architecture_for(model).language_model(model)(
-        input_ids=input_ids.gather(1, slots.index),
-        attention_mask=attends.long() if window is None and both_ways is None else prefill_masks(
-            config, slots, attends, window, model.dtype, both_ways),
-        position_ids=slots.positions,
-        past_key_values=cache,
-        use_cache=True,
-    ).last_hidden_state
+    key_positions = torch.cat([position_ids[..., : slots.prefix], slots.positions], -1)
+    with kept_positions(slots.positions, key_positions):  # the call's tokens side by side, at these positions
+        hidden = architecture_for(model).language_model(model)(
+            input_ids=input_ids.gather(1, slots.index),
+            attention_mask=attends.long() if window is None and both_ways is None else prefill_masks(
+                config, slots, attends, window, model.dtype, both_ways),
+            position_ids=slots.positions,
+            past_key_values=cache,
+            use_cache=True,
+        ).last_hidden_state
     return assemble_prefill(slots, output_logits(model, hidden[:, -1]), layer_states(cache), position_ids,
                             computed_from=slots.prefix)
 
@@ -252,13 +260,16 @@ MULTIPLIED_BY_LOGITS_SCALING = ("hyperclovax",)  # text model types whose forwar
 
 def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     """The model's logits for last hidden states, with its final scaling: Granite's `logits_scaling` divisor (HyperCLOVA
-    X's multiplier: MuP), Muse Glimmer's `output_multiplier`, Gemma's `final_logit_softcapping`; and the tokens its
-    forward suppresses."""
+    X's multiplier: MuP; Inkling's `logits_mup_width_multiplier`, before the head), Muse Glimmer's
+    `output_multiplier`, Gemma's `final_logit_softcapping`; the vocabulary its forward cuts a padded head to
+    (Inkling's `unpadded_vocab_size`); and the tokens its forward suppresses."""
     configs = (model.config, model.config.get_text_config(decoder=True))
 
     def setting(name: str):  # the first config that sets `name` (top-level or text)
         return next((getattr(c, name) for c in configs if getattr(c, name, None)), None)
 
+    if divisor := setting("logits_mup_width_multiplier"):  # Inkling: the last hidden states divided before the head
+        hidden = hidden / divisor
     logits = output_embeddings(model)(hidden)
     if scaling := setting("logits_scaling"):
         multiplies = configs[1].model_type in MULTIPLIED_BY_LOGITS_SCALING
@@ -267,6 +278,8 @@ def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
         logits = logits * multiplier
     if cap := setting("final_logit_softcapping"):
         logits = torch.tanh(logits / cap) * cap
+    if vocabulary := setting("unpadded_vocab_size"):  # Inkling: a head padded past the vocabulary, cut by its forward
+        logits = logits[..., :vocabulary]
     if suppressed := architecture_for(model).suppressed_tokens(model):  # Chameleon's image tokens
         logits[..., suppressed] = torch.finfo(logits.dtype).min
     return logits
@@ -376,6 +389,7 @@ def prior_logits(
     """
     if mode not in ("masked", "text"):
         raise ValueError(f"prior_logits supports mode 'masked' or 'text', got {mode!r}.")
+    architecture_for(model).prepare(model)  # a family's repair the prior's prefill needs (Inkling 2's relative bias)
     carried = carried_expansions(inputs, input_ids, attention_mask)  # the expansion the processor's outputs carry
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)

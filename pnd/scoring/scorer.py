@@ -25,12 +25,12 @@ from typing import NamedTuple
 import torch
 
 from .._compat import (
-    RecurrentState,
     attention_implementation,
     cache_from_layers,
     has_recurrent_layers,
     indexer_keys,
     layer_states,
+    map_slots,
     map_states,
 )
 from ..architectures import architecture_for
@@ -384,9 +384,7 @@ class CaptionScorer:
 
 def _row_of(state, row: int, start: int):
     """Row `row` of one cache layer's state, its keys and values without the first `start` (padding) slots."""
-    if isinstance(state, RecurrentState):
-        return map_states(lambda t: t[row : row + 1], state)
-    return map_states(lambda t: t[row : row + 1, :, start:], state)
+    return map_states(lambda t: t[row : row + 1], map_slots(lambda t: t[:, :, start:], state))
 
 
 class Prefix(NamedTuple):

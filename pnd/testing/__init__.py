@@ -54,7 +54,7 @@ FINDER_IMAGE_ARCHITECTURES = ("mistral3", "idefics3", "step3p7", "hunyuan_vl", "
                               "deepseek_vl", "deepseek_vl_hybrid", "qianfan_ocr", "pp_chart2table", "chameleon",
                               "idefics2", "emu3", "janus", "vipllava", "fuyu",
                               "deepseek_ocr2", "got_ocr2", "mistral_large4", "kosmos-2", "kosmos-2.5",
-                              "unlimited_ocr")
+                              "unlimited_ocr", "inkling2", "inkling_mm_model")
 ONE_VIDEO_PER_CALL = ("nemotron_h_omni",)  # processors that take one video per call: `tiny_inputs` batches by hand
 # processors that write a per-token input as if no row were padded (Kosmos-2.5's `image_embeds_position_mask`):
 # `tiny_inputs` batches one prompt per call by hand, as `left_padded` aligns each row's
