@@ -29,18 +29,14 @@ def build(seed: int):
 
     from pnd.testing import chat_template, tiny_tokenizer
 
+    from .inkling2 import hybrid_text_config, sharpen_relative_bias
+
     specials = ["<|image|>", "<|audio|>", "<|content_image|>", "<|content_audio_input|>"]
     tokenizer = tiny_tokenizer(specials)
     ids = dict(zip(specials, tokenizer.convert_tokens_to_ids(specials)))
     config = InklingConfig(
-        text_config=dict(
-            vocab_size=len(tokenizer) + 8, unpadded_vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=4,
-            layer_types=["hybrid_sliding", "hybrid", "hybrid_sliding", "hybrid"], num_attention_heads=2,
-            num_key_value_heads=1, head_dim=32, swa_num_attention_heads=2, swa_num_key_value_heads=1, swa_head_dim=32,
-            sliding_window_size=8, rel_extent=8, d_rel=4, intermediate_size=64, moe_intermediate_size=32,
-            n_routed_experts=2, num_experts_per_tok=1, n_shared_experts=1, logits_mup_width_multiplier=2.0,
-            max_position_embeddings=1024, initializer_range=0.1, eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id, bos_token_id=None),
+        text_config=hybrid_text_config(tokenizer, intermediate_size=64, n_shared_experts=1,
+                                       logits_mup_width_multiplier=2.0, initializer_range=0.1),
         vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, patch_size=14,
                            text_hidden_size=64),
         audio_config=dict(n_mel_bins=8, mel_vocab_size=16, text_hidden_size=64),
@@ -50,9 +46,7 @@ def build(seed: int):
     )
     torch.manual_seed(seed)
     model = InklingForConditionalGeneration(config).eval()
-    for name, weight in model.named_parameters():
-        if name.endswith("rel_logits_proj.proj"):
-            torch.nn.init.normal_(weight, std=2.0)  # a sharp bias by distance
+    sharpen_relative_bias(model)
     processor = InklingProcessor(
         feature_extractor=InklingFeatureExtractor(feature_size=8), image_processor=InklingImageProcessor(
             size={"height": 14, "width": 14}), tokenizer=tokenizer,
