@@ -8,6 +8,7 @@ Each test first checks that the bound processor's in-memory record does not know
 inputs carry can be what decodes it.
 """
 
+import copy
 import pickle
 import subprocess
 import sys
@@ -41,7 +42,10 @@ class Prompts(torch.utils.data.Dataset):
 
 
 def attached(tiny, model_type):
+    """The cached tiny model, attached with a copy of its processor: the copy's in-memory record knows no prompt that
+    an earlier test of this process built with the same text and seed."""
     model, processor = tiny(model_type)
+    processor = copy.deepcopy(processor)
     return pnd.attach(model, processor), processor
 
 
