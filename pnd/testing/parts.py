@@ -128,3 +128,16 @@ def tiny_llama_text(tokenizer) -> dict:
     return dict(model_type="llama", vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
                 eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None)
+
+
+def strengthen_latent_queries(model) -> None:
+    """Kosmos-2 and Kosmos-2.5: draw the latent-query projection at unit gain and scale the text attention's values and
+    outputs by 8, so that the image changes the tokens (at init its features barely reach the last token: the
+    sinusoidal positions and the token embeddings outweigh what attention adds)."""
+    with torch.no_grad():
+        for module in model.image_to_text_projection.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.normal_(std=module.in_features ** -0.5)
+        for name, weight in model.text_model.named_parameters():
+            if name.endswith(("v_proj.weight", "out_proj.weight")):
+                weight.mul_(8)

@@ -19,6 +19,7 @@ def build(seed: int):
     from transformers import CLIPImageProcessor, Kosmos2Config, Kosmos2ForConditionalGeneration, Kosmos2Processor
 
     from pnd.testing import chat_template, tiny_tokenizer
+    from pnd.testing.parts import strengthen_latent_queries
 
     tokenizer = tiny_tokenizer(["<s>", "<unk>"])
     tokenizer.bos_token, tokenizer.unk_token = "<s>", "<unk>"
@@ -30,9 +31,11 @@ def build(seed: int):
     config = Kosmos2Config(
         text_config=dict(vocab_size=len(tokenizer), embed_dim=64, layers=2, attention_heads=2, ffn_dim=128,
                          pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, scale_embedding=False),
+                         eos_token_id=tokenizer.eos_token_id),
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                            image_size=32, patch_size=8),
         latent_query_num=64)  # the processor's default count of latent-query slots (a saved one keeps no other)
     torch.manual_seed(seed)
-    return Kosmos2ForConditionalGeneration(config).eval(), processor
+    model = Kosmos2ForConditionalGeneration(config).eval()
+    strengthen_latent_queries(model)  # else the image barely changes the tokens
+    return model, processor

@@ -7,8 +7,7 @@ The tiny tokenizer names `boi_token`, `eoi_token` and `image_token` as the proce
 its own (the processor writes it). 4x4-pixel patches, at most 16 per image (the processor's class default, 4096,
 overrides its image processor's: set on the processor, which a saved processor forgets, so the vision tower keeps its
 4096 patch rows and columns); 16 latent queries. At init the image's features barely reach
-the last token (the sinusoidal positions and the scaled token embeddings outweigh what attention adds): the projection
-is drawn at unit gain and the text attention's values and outputs are scaled, so that the image changes the tokens.
+the last token: `pnd.testing.parts.strengthen_latent_queries`.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ def build(seed: int):
     )
 
     from pnd.testing import chat_template, tiny_tokenizer
+    from pnd.testing.parts import strengthen_latent_queries
 
     tokenizer = tiny_tokenizer(["<s>", "<image>", "</image>"],
                                named={"boi_token": "<image>", "eoi_token": "</image>", "image_token": "<s>"})
@@ -43,11 +43,5 @@ def build(seed: int):
         latent_query_num=queries)
     torch.manual_seed(seed)
     model = Kosmos2_5ForConditionalGeneration(config).eval()
-    with torch.no_grad():  # so that the image changes the tokens (at init its features barely reach the last token)
-        for module in model.image_to_text_projection.modules():
-            if isinstance(module, torch.nn.Linear):
-                module.weight.normal_(std=module.in_features ** -0.5)
-        for name, weight in model.text_model.named_parameters():
-            if name.endswith(("v_proj.weight", "out_proj.weight")):
-                weight.mul_(8)
+    strengthen_latent_queries(model)
     return model, processor
