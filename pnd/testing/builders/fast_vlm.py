@@ -4,6 +4,9 @@ The vision tower is timm's FastViT-MCi3 (`fastvit_mci3` through `TimmWrapperMode
 stages with conditional position encodings, a 64x downsampling) with one block per stage and narrow stages; its
 unpooled last feature map is projected (two-layer MLP) to one token per 64x64 pixels. A 128-pixel image is 2x2 tokens:
 the processor writes 4 `<image>` placeholders and nothing else. The language model is Qwen2 (full attention).
+
+The vision convolutions are drawn at He gain and the projector at unit gain: at the 0.02 init the image's signal
+vanishes across the tower (its features ~1e-23), so another image left the logits exactly unchanged.
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ def build(seed: int):
     )
     torch.manual_seed(seed)
     model = FastVlmForConditionalGeneration(config).eval()
+    with torch.no_grad():  # else the image's signal vanishes across the tower (see the module's docstring)
+        for module in model.model.vision_tower.modules():
+            if isinstance(module, torch.nn.Conv2d):
+                torch.nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
+        for module in model.model.multi_modal_projector.modules():
+            if isinstance(module, torch.nn.Linear):
+                module.weight.normal_(std=module.in_features ** -0.5)
     processor = LlavaProcessor(
         image_processor=CLIPImageProcessor(size={"shortest_edge": 128}, crop_size={"height": 128, "width": 128}),
         tokenizer=tokenizer,
