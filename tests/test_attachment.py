@@ -54,3 +54,13 @@ def test_the_processor_a_scorer_binds_lives_in_the_same_attachment():
     assert attachment_of(model) is None
     scores = scorer.score([random_video(0)], ["a red circle"])
     torch.testing.assert_close(scores, pnd.CaptionScorer(model, processor).score([random_video(0)], ["a red circle"]))
+
+
+def test_detach_after_a_scorer_prepared_the_model_leaves_no_repair(tiny):
+    """CaptionScorer (and pnd.prior_logits) prepare the model without attaching it: Kosmos-2.5's repaired forward is
+    then on the model when pnd.attach runs. attach does not take it for the user's own, so detach removes it."""
+    model, processor = tiny("kosmos-2.5")
+    pnd.CaptionScorer(model, processor, modality="image")
+    assert "forward" in vars(model)  # the scorer's repair
+    pnd.detach(pnd.attach(model, processor))
+    assert "forward" not in vars(model)

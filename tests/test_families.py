@@ -103,12 +103,7 @@ def _assert_prior_hides_timestamps(model, processor, fps_pair, first=0):
     assert not torch.allclose(leaky[0], leaky[1], atol=1e-3)
 
 
-# tiny models whose random init leaves the visual input too faint to change the logits (work left on their builders)
-FAINT_VISUAL_INPUT = ("blip-2", "instructblip", "instructblipvideo", "idefics2")
-
-
-@pytest.mark.parametrize("model_type", [pytest.param(t, marks=pytest.mark.xfail(strict=True, reason="faint"))
-                                        if t in FAINT_VISUAL_INPUT else t for t in TINY_ARCHITECTURES])
+@pytest.mark.parametrize("model_type", TINY_ARCHITECTURES)
 def test_the_tiny_models_visual_input_changes_the_logits(tiny, model_type):
     """Guard against vacuous tests: on every tiny model another image (video, for the video families) changes the
     last logits of the same prompt, so that a prior that saw the pixels, a contrast without them or misplaced image

@@ -60,7 +60,7 @@ from transformers import GenerationMixin
 from .._compat import mask_indexer_keys, unmask_indexer_keys
 from . import idefics2  # noqa: F401  (Idefics2's processor reports its replacements through it)
 from .qwen2_vl import MRoPEArchitecture
-from .registry import Architecture, register
+from .registry import Architecture, register, repair
 
 
 class ChameleonArchitecture(Architecture):
@@ -83,7 +83,10 @@ class JanusArchitecture(Architecture):
 
     def prepare(self, model) -> None:
         if "generate" not in vars(model):
-            model.generate = functools.partial(_janus_generate, model)
+            model.generate = repair(functools.partial(_janus_generate, model))
+
+    def unprepare(self, model) -> None:
+        vars(model).pop("generate", None)
 
 
 class MiniMaxM3Architecture(Architecture):

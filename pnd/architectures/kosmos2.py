@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import torch
 
 from .._compat import accept_4d_masks
-from .registry import Architecture, register
+from .registry import Architecture, register, repair
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class Kosmos2Architecture(Architecture):
 
     def prepare(self, model) -> None:
         if "forward" not in vars(model):
-            model.forward = _text_forward(model, model.forward)
+            model.forward = repair(_text_forward(model, model.forward))
         accept_4d_masks(model.text_model.model)
 
     def unprepare(self, model) -> None:
@@ -150,7 +150,7 @@ class Kosmos2_5Architecture(Kosmos2Architecture):
 
     def prepare(self, model) -> None:
         if "forward" not in vars(model):
-            model.forward = _realigned_forward(self, model, model.forward)
+            model.forward = repair(_realigned_forward(self, model, model.forward))
 
     def unprepare(self, model) -> None:
         vars(model).pop("forward", None)

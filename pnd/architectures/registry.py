@@ -24,6 +24,25 @@ from .refused import REFUSED
 from .reported import bound_processor, given_expansions, recalled_expansion
 
 _REGISTRY: dict[str, Architecture] = {}
+_REPAIR = "_pnd_repair"
+
+
+def repair(function):
+    """Mark `function`, set on a model by `Architecture.prepare` (Kosmos-2's forward, Janus's generate), as pnd's repair:
+    `pnd.attach` does not take it for the user's own, so `pnd.detach` leaves the model as it was before pnd, even where
+    `CaptionScorer` or `pnd.prior_logits` prepared it first.
+
+    Example:
+        >>> is_repair(repair(lambda: None)), is_repair(print)
+        (True, False)
+    """
+    setattr(function, _REPAIR, True)
+    return function
+
+
+def is_repair(function) -> bool:
+    """Whether `function` is one `repair` marked."""
+    return getattr(function, _REPAIR, False)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 from .._compat import compiles_decoding, generation_config, indexer_keys, layer_states, position_ids_for_generation
 from ..architectures import architecture_for
 from ..architectures.layers import check_unpadded
+from ..architectures.registry import is_repair
 from ..architectures.reported import (
     EXPANSION_KEY,
     bind_processor,
@@ -87,7 +88,8 @@ def attach(model, processor=None, *, prefill: str = "auto"):
     architecture = architecture_for(model)  # a model pnd refuses gets nothing more than its bound processor
     attachment = attachment_of(model, create=True)
     before = set(vars(model))
-    attachment.replaced = {name: vars(model)[name] for name in ("forward", "generate") if name in vars(model)}
+    attachment.replaced = {name: vars(model)[name] for name in ("forward", "generate")  # the user's, not pnd's repairs
+                           if name in vars(model) and not is_repair(vars(model)[name])}
     attachment.architecture, attachment.prefill = architecture, prefill
     architecture.prepare(model)  # first: a repaired forward (the Q-Former families') or generate (Janus) is the one the attached one calls
     attachment.forward, attachment.generate = model.forward, model.generate

@@ -134,10 +134,25 @@ def strengthen_latent_queries(model) -> None:
     """Kosmos-2 and Kosmos-2.5: draw the latent-query projection at unit gain and scale the text attention's values and
     outputs by 8, so that the image changes the tokens (at init its features barely reach the last token: the
     sinusoidal positions and the token embeddings outweigh what attention adds)."""
+    at_unit_gain(model.image_to_text_projection)
     with torch.no_grad():
-        for module in model.image_to_text_projection.modules():
-            if isinstance(module, torch.nn.Linear):
-                module.weight.normal_(std=module.in_features ** -0.5)
         for name, weight in model.text_model.named_parameters():
             if name.endswith(("v_proj.weight", "out_proj.weight")):
                 weight.mul_(8)
+
+
+def at_unit_gain(*modules: torch.nn.Module) -> None:
+    """Redraw the linear weights in `modules` at unit gain (std 1/sqrt(fan-in)), where an init's 0.02 keeps the image
+    from the tokens: an output then varies with its input as much as the input varies.
+
+    Example:
+        >>> layer = torch.nn.Linear(400, 2)
+        >>> at_unit_gain(layer)
+        >>> 0.04 < float(layer.weight.std()) < 0.06  # 1 / sqrt(400)
+        True
+    """
+    with torch.no_grad():
+        for module in modules:
+            for linear in module.modules():
+                if isinstance(linear, torch.nn.Linear):
+                    linear.weight.normal_(std=linear.in_features ** -0.5)

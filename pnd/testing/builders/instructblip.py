@@ -2,8 +2,8 @@
 the Q-Former's queries are prepended to the prompt as `<image>` placeholders (`pnd/architectures/qformer.py`).
 
 Worked around: the processor's `__init__` drops a `chat_template` argument (set afterwards); the vision tower's
-`initializer_range` (1e-10) and the zero-initialised query tokens would keep the image from the language model: both
-are re-initialised (`qformer.py`).
+`initializer_range` (1e-10) and the zero-initialised query tokens would keep the image from the language model, and
+the Q-Former's cross-attention at 0.02 left it faint: all are re-initialised (`qformer.py`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Worked around: the processor's `__init__` reads a named `tokenizer.video_token` 
 (`.content`) and crashes, so the tokenizer holds `<video>` as an unnamed special token (the processor then finds no
 named one and adds `<video>`, already there). Its `__call__` takes the frames as `images=`: the builder's processor
 also takes them as `videos=`, as pnd's helpers pass them. The vision tower's `initializer_range` (1e-10) and the
-zero-initialised query tokens would keep the video from the language model: both are re-initialised.
+zero-initialised query tokens would keep the video from the language model, and the Q-Former's cross-attention at
+0.02 left it faint: all are re-initialised (`qformer.py`).
 """
 
 from __future__ import annotations
