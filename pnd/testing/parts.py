@@ -148,7 +148,7 @@ def at_unit_gain(*modules: torch.nn.Module) -> None:
     Example:
         >>> layer = torch.nn.Linear(400, 2)
         >>> at_unit_gain(layer)
-        >>> 0.04 < float(layer.weight.std()) < 0.06  # 1 / sqrt(400)
+        >>> 0.04 < float(layer.weight.detach().std()) < 0.06  # 1 / sqrt(400)
         True
     """
     with torch.no_grad():
