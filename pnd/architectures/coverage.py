@@ -111,10 +111,11 @@ def coverage_summary() -> str:
     refused = [t for t in types if t in REFUSED]
     left = [t for t in refused if not structural(REFUSED[t])]
     families = len([a for a in registered() if set(a.model_types) & set(supported)])
+    not_yet = f" and **{len(left)}** are not supported yet" if left else ""
     summary = (f"pnd supports **{len(supported)}** of the **{len(types)}** image-text-to-text model types of "
                f"transformers {transformers.__version__} ({families} families); **{len(refused) - len(left)}** are "
                f"refused for a structural reason (encoder-decoders, cross-attention, not text generators)"
-               f"{f' and **{len(left)}** are not supported yet' if left else ''}. The table of families, what the prior hides in each, the "
+               f"{not_yet}. The table of families, what the prior hides in each, the "
                "family notes and every refusal with its reason: [docs/families.md](docs/families.md) (`pnd models "
                "--all` prints the same rows).")
     return textwrap.fill(summary, width=118)

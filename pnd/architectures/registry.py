@@ -28,8 +28,8 @@ _REPAIR = "_pnd_repair"
 
 
 def repair(function):
-    """Mark `function`, set on a model by `Architecture.prepare` (Kosmos-2's forward, Janus's generate), as pnd's repair:
-    `pnd.attach` does not take it for the user's own, so `pnd.detach` leaves the model as it was before pnd, even where
+    """Mark `function`, set on a model by `Architecture.prepare` (Kosmos-2's forward, Janus's generate), as pnd's
+    repair: `pnd.attach` does not take it for the user's own, so `pnd.detach` leaves the model as it was before pnd, even where
     `CaptionScorer` or `pnd.prior_logits` prepared it first.
 
     Example:

@@ -155,7 +155,8 @@ def _noised(architecture, kwargs: dict, normalizer) -> dict:
     """The conditioned inputs with VCD's noise on their pixel values."""
     contrast = {k: v for k, v in kwargs.items() if torch.is_tensor(v)}
     patches = architecture.patch_coordinates  # Kosmos-2.5: flattened patches, their coordinates first
-    pixels = [k for k in architecture.pixel_keys if (k.startswith("pixel_values") or patches) and contrast.get(k) is not None]
+    pixels = [k for k in architecture.pixel_keys
+              if (k.startswith("pixel_values") or patches) and contrast.get(k) is not None]
     if not pixels:
         raise ValueError(f"PriorNormalized(prior='noise') distorts the pixel inputs, but generate got none of "
                          f"{', '.join(architecture.pixel_keys)}: pass the processor's outputs whole.")

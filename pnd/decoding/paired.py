@@ -349,7 +349,8 @@ def _paired_call(model, attachment: Attachment, *args, forward=None, **kwargs):
     step_positions = getattr(attachment.architecture, "step_positions", None)
     if kwargs.get("position_ids") is None and step_positions is not None:  # Kosmos-2(.5): its generate passes none
         ids = kwargs["input_ids"]
-        kwargs["position_ids"] = step_positions(model, _mask_so_far(cache, kwargs.get("attention_mask"), ids), ids.shape[1])
+        mask = _mask_so_far(cache, kwargs.get("attention_mask"), ids)
+        kwargs["position_ids"] = step_positions(model, mask, ids.shape[1])
     if isinstance(cache, PairedStaticCache) and not cache.is_paired:
         return _static_prefill(model, attachment, generation, cache, kwargs, forward)
     if not cache.is_paired:
