@@ -131,14 +131,14 @@ TEXT_EXPANDED = {
     "llama4": r"<\|image_start\|>(?:(?:(?:<\|patch\|>)+(?:<\|tile_x_separator\|>)?)+<\|tile_y_separator\|>)*"
               r"<\|image\|>(?:<\|patch\|>)+<\|image_end\|>",
     "glm5_next": r"(?:<\|begin_of_image\|>(?:<\|image\|>)+<\|end_of_image\|>[0-9.]+ seconds)+|(?:<\|image\|>)+",
-    # issue 36 (pnd/architectures/finder_families_more.py)
+    # tiles and line breaks (pnd/architectures/families.py)
     "cohere2_vision": r"<\|START_OF_IMG\|>(?:(?:<\|IMG_PATCH\|>)+<\|IMG_LINE_BREAK\|>)+<\|END_OF_IMG\|>",
     "aya_vision": r"<\|START_OF_IMG\|>(?:TILE_[0-9]+(?:<\|IMG_PATCH\|>)+)*TILE_GLOBAL(?:<\|IMG_PATCH\|>)+<\|END_OF_IMG\|>",
     "granite_docling": r"(?:(?:<fake_token_around_image><row_[0-9]+_col_[0-9]+>(?:<image>)+)+\n)+"
                        r"(?:\n<fake_token_around_image><global-img>(?:<image>)+<fake_token_around_image>)?",
     "ovis2": r"<IMG_START>(?:<IMG_ATOM>)+<IMG_GRID>(?:(?:<IMG_ATOM>)+(?:<IMG_COL>|<IMG_ROW>)?)*<IMG_END>",
     "qianfan_ocr": r"<img>(?:<IMG_CONTEXT>)+</img>",
-    # issue 36 (pnd/architectures/fuyu.py): per row of patches, `|SPEAKER|` tokens and a `|NEWLINE|` (its processor's
+    # Fuyu (pnd/architectures/fuyu.py): per row of patches, `|SPEAKER|` tokens and a `|NEWLINE|` (its processor's
     # `<s>` after them is the prompt's text: `TEXT_IN_REPLACEMENT`)
     "fuyu": r"(?:(?:\|SPEAKER\|)+\|NEWLINE\|)+",
 }

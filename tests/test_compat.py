@@ -1,4 +1,4 @@
-"""Every private transformers API that pnd uses lives in `pnd/_compat.py`, exists in the installed transformers
+"""Every private transformers API that pnd uses lives in `pnd/_compat/`, exists in the installed transformers
 with the arguments pnd passes, and does what pnd relies on (checked against public behaviour)."""
 
 import contextlib
@@ -15,6 +15,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 
 import pnd
 from pnd import _compat
+from pnd._compat import cache_rows, generation, masks, repairs
 from pnd.testing import tiny_inputs
 
 PRIVATE = re.compile(r"\._prepare_\w+|\._expand_multimodal_outputs|\._valid_auto_compile_criteria|\._default_compile_config|"
@@ -25,16 +26,17 @@ PRIVATE = re.compile(r"\._prepare_\w+|\._expand_multimodal_outputs|\._valid_auto
 
 def test_installed_transformers_is_in_the_checked_range():
     assert SpecifierSet(_compat.TRANSFORMERS_CHECKED).contains(transformers.__version__), (
-        f"pnd/_compat.py was checked against transformers {_compat.TRANSFORMERS_CHECKED}, installed: "
+        f"pnd/_compat/ was checked against transformers {_compat.TRANSFORMERS_CHECKED}, installed: "
         f"{transformers.__version__}: re-check each call there and widen the range.")
 
 
 def test_no_module_but_compat_touches_a_private_transformers_api():
     root = Path(pnd.__file__).parent
+    compat = list((root / "_compat").rglob("*.py"))
     offenders = {str(p.relative_to(root)): PRIVATE.findall(p.read_text())
-                 for p in root.rglob("*.py") if p.name != "_compat.py"}
+                 for p in root.rglob("*.py") if p not in compat}
     assert {p: found for p, found in offenders.items() if found} == {}
-    assert len(set(PRIVATE.findall((root / "_compat.py").read_text()))) >= 6  # the pattern does find them
+    assert len(set(PRIVATE.findall("".join(p.read_text() for p in compat)))) >= 6  # the pattern does find them
 
 
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
@@ -68,10 +70,10 @@ def test_compat_calls_agree_with_what_generate_itself_does(tiny, model_type):
     finally:
         handle.remove()
     first = seen["first"]
-    assert _compat.generation_config(model, {"max_new_tokens": 7, "num_beams": 2}).max_new_tokens == 7
-    positions = _compat.position_ids_for_generation(model, inputs["input_ids"], dict(inputs))
+    assert generation.generation_config(model, {"max_new_tokens": 7, "num_beams": 2}).max_new_tokens == 7
+    positions = generation.position_ids_for_generation(model, inputs["input_ids"], dict(inputs))
     torch.testing.assert_close(positions, first["position_ids"], rtol=0, atol=0)
-    encoded = _compat.encode_visual_inputs(model, dict(inputs))
+    encoded = generation.encode_visual_inputs(model, dict(inputs))
     for key, value in first["mm_encoder_outputs"].items():
         torch.testing.assert_close(encoded[key], value, rtol=0, atol=0)
 
@@ -79,53 +81,53 @@ def test_compat_calls_agree_with_what_generate_itself_does(tiny, model_type):
 def test_cache_from_layers_holds_the_given_states():
     config = pnd.testing.tiny_model("llava_onevision")[0].config.get_text_config(decoder=True)
     layers = [(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)) for _ in range(config.num_hidden_layers)]
-    cache = _compat.cache_from_layers(config, layers)
+    cache = cache_rows.cache_from_layers(config, layers)
     assert cache.get_seq_length() == 3
     for layer, (keys, values) in zip(cache.layers, layers):
         assert torch.equal(layer.keys, keys) and torch.equal(layer.values, values)
-    assert _compat.cache_from_layers(config).get_seq_length() == 0
+    assert cache_rows.cache_from_layers(config).get_seq_length() == 0
 
 
 def test_recurrent_layer_states_round_trip_through_a_cache():
     """A hybrid model's cache (Qwen3.5): `cache_from_layers` copies each layer's states in (a recurrent layer's as
     its public getters then return them), `layer_states` reads them back, `set_layer_state` replaces them."""
     config = pnd.testing.tiny_model("qwen3_5")[0].config.get_text_config(decoder=True)
-    assert _compat.has_recurrent_layers(config)
-    assert not _compat.has_recurrent_layers(pnd.testing.tiny_model("llava")[0].config.get_text_config(decoder=True))
-    recurrent = lambda: _compat.RecurrentState((torch.randn(2, 8, 4),), (torch.randn(2, 4, 16, 16),))  # noqa: E731
+    assert cache_rows.has_recurrent_layers(config)
+    assert not cache_rows.has_recurrent_layers(pnd.testing.tiny_model("llava")[0].config.get_text_config(decoder=True))
+    recurrent = lambda: cache_rows.RecurrentState((torch.randn(2, 8, 4),), (torch.randn(2, 4, 16, 16),))  # noqa: E731
     states = [recurrent(), (torch.randn(2, 2, 5, 16), torch.randn(2, 2, 5, 16)), recurrent()]
     assert config.layer_types == ["linear_attention", "full_attention", "linear_attention"]
-    cache = _compat.cache_from_layers(config, states)
+    cache = cache_rows.cache_from_layers(config, states)
     assert cache.get_seq_length() == 5 and cache.has_previous_state(0)
     torch.testing.assert_close(cache.get_conv_state(0), states[0].conv[0], rtol=0, atol=0)
     torch.testing.assert_close(cache.get_recurrent_state(2), states[2].recurrent[0], rtol=0, atol=0)
     states[0].conv[0].zero_()  # a copy: the model updates the cache's states in place
     assert cache.get_conv_state(0).abs().sum() > 0
-    read = _compat.layer_states(cache)
-    assert isinstance(read[0], _compat.RecurrentState) and torch.equal(read[2].recurrent[0], states[2].recurrent[0])
+    read = cache_rows.layer_states(cache)
+    assert isinstance(read[0], cache_rows.RecurrentState) and torch.equal(read[2].recurrent[0], states[2].recurrent[0])
     assert torch.equal(read[1][0], states[1][0]) and torch.equal(read[1][1], states[1][1])
     replaced = recurrent()
-    _compat.set_layer_state(cache.layers[2], replaced)
+    cache_rows.set_layer_state(cache.layers[2], replaced)
     assert cache.get_conv_state(2) is replaced.conv[0] and cache.get_recurrent_state(2) is replaced.recurrent[0]
-    halves = _compat.map_states(lambda t: t[:1], _compat.layer_states(cache)[2])
-    assert isinstance(halves, _compat.RecurrentState) and halves.recurrent[0].shape[0] == 1
+    halves = cache_rows.map_states(lambda t: t[:1], cache_rows.layer_states(cache)[2])
+    assert isinstance(halves, cache_rows.RecurrentState) and halves.recurrent[0].shape[0] == 1
 
 
 def test_conv_only_recurrent_layer_states_round_trip_through_a_cache():
     """LFM2's short-convolution layers hold a conv state and no recurrent state: the same calls carry it, the missing
     state stays None (no tensor made up for it)."""
     config = pnd.testing.tiny_model("lfm2_vl")[0].config.get_text_config(decoder=True)
-    assert config.layer_types == ["conv", "full_attention", "conv"] and _compat.has_recurrent_layers(config)
-    conv = lambda: _compat.RecurrentState((torch.randn(2, 64, config.conv_L_cache),), (None,))  # noqa: E731
+    assert config.layer_types == ["conv", "full_attention", "conv"] and cache_rows.has_recurrent_layers(config)
+    conv = lambda: cache_rows.RecurrentState((torch.randn(2, 64, config.conv_L_cache),), (None,))  # noqa: E731
     states = [conv(), (torch.randn(2, 2, 5, 16), torch.randn(2, 2, 5, 16)), conv()]
-    cache = _compat.cache_from_layers(config, states)
+    cache = cache_rows.cache_from_layers(config, states)
     assert cache.get_seq_length() == 5
     torch.testing.assert_close(cache.get_conv_state(2), states[2].conv[0], rtol=0, atol=0)
-    read = _compat.layer_states(cache)
-    assert isinstance(read[0], _compat.RecurrentState) and read[0].recurrent == (None,)
-    halves = _compat.map_states(lambda t: t[1:], read[0])
+    read = cache_rows.layer_states(cache)
+    assert isinstance(read[0], cache_rows.RecurrentState) and read[0].recurrent == (None,)
+    halves = cache_rows.map_states(lambda t: t[1:], read[0])
     assert torch.equal(halves.conv[0], states[0].conv[0][1:]) and halves.recurrent == (None,)
-    _compat.set_layer_state(cache.layers[0], halves)
+    cache_rows.set_layer_state(cache.layers[0], halves)
     assert cache.get_conv_state(0) is halves.conv[0]
 
 
@@ -137,14 +139,14 @@ def test_multi_state_and_indexed_layer_states_round_trip_through_a_cache():
     inputs = pnd.testing.tiny_inputs(processor, "qwen4_exp")
     with torch.no_grad():
         cache = model(**inputs, use_cache=True).past_key_values
-    read = _compat.layer_states(cache)
+    read = cache_rows.layer_states(cache)
     recurrent, indexed = read[0], read[1]
     assert len(recurrent.conv) == 3 and recurrent.recurrent[1] is None
     slots = indexed.keys.shape[2]
     assert indexed.indexer_keys.shape[:3] == (1, 1, slots) and indexed.indexer_positions.shape == (1, 3, slots, 1)
-    copied = _compat.layer_states(_compat.cache_from_layers(model.config.get_text_config(decoder=True), read))
+    copied = cache_rows.layer_states(cache_rows.cache_from_layers(model.config.get_text_config(decoder=True), read))
     for mine, theirs in zip(read, copied):
-        _compat.map_states(lambda a, b: torch.testing.assert_close(a, b, rtol=0, atol=0), mine, theirs)
+        cache_rows.map_states(lambda a, b: torch.testing.assert_close(a, b, rtol=0, atol=0), mine, theirs)
     assert torch.equal(indexed.indexer_positions[..., 0].transpose(0, 1), cache.layers[1].indexer_position_ids)
 
 
@@ -156,15 +158,15 @@ def test_minimax_indexed_layer_states_round_trip_and_the_masked_indexer_is_trans
     inputs = pnd.testing.tiny_inputs(processor, "minimax_m3_vl")
     with torch.no_grad():
         cache = model(**inputs, use_cache=True).past_key_values
-    read = _compat.layer_states(cache)
-    assert isinstance(read[0], _compat.IndexedState) and read[0].indexer_keys.shape[:3] == (1, 1, read[0].keys.shape[2])
-    assert not isinstance(read[1], _compat.IndexedState)  # the full-attention layer between them
-    copied = _compat.cache_from_layers(model.config.get_text_config(decoder=True), read)
-    for mine, theirs in zip(read, _compat.layer_states(copied)):
-        _compat.map_states(lambda a, b: torch.testing.assert_close(a, b, rtol=0, atol=0), mine, theirs)
+    read = cache_rows.layer_states(cache)
+    assert isinstance(read[0], cache_rows.IndexedState) and read[0].indexer_keys.shape[:3] == (1, 1, read[0].keys.shape[2])
+    assert not isinstance(read[1], cache_rows.IndexedState)  # the full-attention layer between them
+    copied = cache_rows.cache_from_layers(model.config.get_text_config(decoder=True), read)
+    for mine, theirs in zip(read, cache_rows.layer_states(copied)):
+        cache_rows.map_states(lambda a, b: torch.testing.assert_close(a, b, rtol=0, atol=0), mine, theirs)
     indexer = model.model.language_model.layers[2].self_attn.indexer
     slots = read[0].keys.shape[2]
-    _compat.mask_indexer_keys(model)
+    repairs.mask_indexer_keys(model)
     try:
         for past, first, queries in ((False, 0, 16), (True, slots, 5)):  # a prefill of 16 tokens; 5 after the cache
             hidden = torch.randn(2, queries, model.config.text_config.hidden_size)
@@ -172,9 +174,9 @@ def test_minimax_indexed_layer_states_round_trip_and_the_masked_indexer_is_trans
             rotary = model.model.language_model.rotary_emb(hidden, positions)
 
             def run(keys):
-                layers = _compat.cache_from_layers(model.config.get_text_config(decoder=True), [
-                    _compat.map_states(lambda t: t.expand(2, *t.shape[1:]), state) for state in read])
-                with _compat.indexer_keys(keys) if keys is not None else contextlib.nullcontext():
+                layers = cache_rows.cache_from_layers(model.config.get_text_config(decoder=True), [
+                    cache_rows.map_states(lambda t: t.expand(2, *t.shape[1:]), state) for state in read])
+                with repairs.indexer_keys(keys) if keys is not None else contextlib.nullcontext():
                     return indexer(hidden, rotary, layers if past else None, positions)
 
             own, length = run(None), first + queries
@@ -183,31 +185,31 @@ def test_minimax_indexed_layer_states_round_trip_and_the_masked_indexer_is_trans
             hidden_keys[:, 4:12] = False  # two blocks of keys hidden: other blocks win
             assert not torch.equal(run(hidden_keys), own)
     finally:
-        _compat.unmask_indexer_keys(model)
+        repairs.unmask_indexer_keys(model)
     assert "forward" not in vars(indexer)
 
 
 def test_attention_implementation_follows_the_public_switch():
     model, _ = pnd.testing.tiny_model("llava_onevision")
     text_config = model.config.get_text_config(decoder=True)
-    assert _compat.attention_implementation(text_config) == "sdpa"
+    assert masks.attention_implementation(text_config) == "sdpa"
     model.set_attn_implementation("eager")
-    assert _compat.attention_implementation(model.config.get_text_config(decoder=True)) == "eager"
+    assert masks.attention_implementation(model.config.get_text_config(decoder=True)) == "eager"
 
 
 def test_compiled_decoding_follows_generate(tiny):
     """compiles_decoding says what generate decides for a static cache (compile_config on a CPU, else no)."""
     model, processor = tiny("llava_onevision")
     inspect.signature(model._valid_auto_compile_criteria).bind({"past_key_values": None}, None)
-    assert _compat.compiles_decoding(model, _compat.generation_config(model, {})) is False
+    assert generation.compiles_decoding(model, generation.generation_config(model, {})) is False
     config = CompileConfig(mode="default")
     config._compile_all_devices = True  # generate's switch for compiling on a CPU
-    assert _compat.compiles_decoding(model, _compat.generation_config(model, {"compile_config": config})) is True
+    assert generation.compiles_decoding(model, generation.generation_config(model, {"compile_config": config})) is True
 
 
 def test_the_installed_package_declares_what_the_code_says():
     """One source each: the version is pnd.__version__ (pyproject reads it), and the transformers requirement is the
-    range pnd/_compat.py was checked against."""
+    range pnd/_compat/ was checked against."""
     from importlib.metadata import requires, version
 
     assert version("pnd") == pnd.__version__

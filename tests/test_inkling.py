@@ -11,16 +11,16 @@ import torch
 
 import pnd
 import pnd.architectures.inkling as inkling
-from pnd._compat import (
+from pnd._compat.cache_rows import (
     HybridState,
     cache_from_layers,
     copy_prompt_length,
-    kept_positions,
     layer_states,
     map_slots,
     map_states,
     set_layer_state,
 )
+from pnd._compat.repairs import kept_positions
 from pnd.testing import tiny_inputs, tiny_model
 
 from helpers import PROMPTS, assert_scores_close

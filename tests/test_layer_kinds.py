@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import pnd
-from pnd._compat import IndexedState, cache_from_layers, layer_states, map_states, set_layer_state
+from pnd._compat.cache_rows import IndexedState, cache_from_layers, layer_states, map_states, set_layer_state
 from pnd.architectures.layers import LAYER_KINDS, LayerKind, layer_plan
 from pnd.decoding import prior
 from pnd.decoding.cache import PairedCache
@@ -57,7 +57,7 @@ def test_reference_sliding_attention_rows_carry_the_prompt_and_the_window():
     pnd's row operations join them (`layer_states`), split them back (`set_layer_state`: a row selection keeps both
     parts), and a cache rebuilt from them (`cache_from_layers` + `copy_prompt_length`) continues decoding as the
     original does. Without the join, the rows would hold the window alone."""
-    from pnd._compat import copy_prompt_length
+    from pnd._compat.cache_rows import copy_prompt_length
 
     model, processor = tiny_model("unlimited_ocr")
     inputs = tiny_inputs(processor, "unlimited_ocr", PROMPTS[1:], image=True)
@@ -87,7 +87,7 @@ def test_reference_sliding_attention_mask_is_repaired_in_pnds_steps(monkeypatch,
     prior's hidden visual slots would. pnd's paired steps read the mask at the prompt's slots
     (`pnd/architectures/unlimited_ocr.py`): there the padded row scores as the prompt alone at every step; without
     the repair it does not."""
-    from pnd import _compat
+    from pnd._compat import masks
 
     model, processor = tiny_model("unlimited_ocr")
     batch = tiny_inputs(processor, "unlimited_ocr", PROMPTS, image=True)
@@ -103,7 +103,7 @@ def test_reference_sliding_attention_mask_is_repaired_in_pnds_steps(monkeypatch,
     plain = gaps(model.generate(**batch, **kwargs).scores, model.generate(**alone, **kwargs).scores)
     assert max(plain[:window + 1]) < 1e-4 < max(plain[window + 1 :]), plain  # equal until the window slides
     if not repaired:
-        monkeypatch.setattr(_compat, "shifted_window_mask", lambda mask, prompt, offset: mask)
+        monkeypatch.setattr(masks, "shifted_window_mask", lambda mask, prompt, offset: mask)
     pnd.attach(model, processor)
     kwargs["logits_processor"] = [pnd.PriorNormalized(0.7)]
     paired = gaps(model.generate(**batch, **kwargs).scores, model.generate(**alone, **kwargs).scores)
@@ -326,7 +326,7 @@ def test_minimax_fails_when_the_prior_indexer_may_pick_a_visual_key(minimax, mon
     model, processor = minimax
     inputs = _minimax_inputs(processor, image=image)
     tokens, scores = greedy(model, inputs, 0.7, STEPS, banned=_eos(model))
-    for module in (pnd.decoding.prior, pnd.decoding.paired):
+    for module in (pnd.decoding.prior, pnd.decoding.steps):
         monkeypatch.setattr(module, "indexer_keys", lambda keys: contextlib.nullcontext())
     out = _normalized_greedy(model, processor, inputs)
     gap = max(float((got - want)[torch.isfinite(got)].abs().max()) for got, want in zip(out.scores, scores))
@@ -474,7 +474,7 @@ def test_minimax_decoding_steps_hide_the_visual_keys_from_the_indexer(minimax, m
     model, processor = minimax
     inputs = _minimax_inputs(processor, image=image)
     tokens, scores = _greedy_with_noise_in_hidden_prior_slots(model, processor, inputs, monkeypatch)
-    monkeypatch.setattr(pnd.decoding.paired, "indexer_keys", lambda keys: contextlib.nullcontext())
+    monkeypatch.setattr(pnd.decoding.steps, "indexer_keys", lambda keys: contextlib.nullcontext())
     out = _normalized_greedy(model, processor, inputs)
     gap = max(float((got - want)[torch.isfinite(got)].abs().max()) for got, want in zip(out.scores, scores))
     assert not torch.equal(out.sequences[:, -STEPS:], tokens) or gap > 0.05

@@ -81,7 +81,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_is_read_from_the_source():
     assert "pnd.decoding.paired" in GRAPH["pnd"] and "pnd.registry" not in GRAPH
-    assert GRAPH["pnd.architectures.llava"] == {"pnd.architectures.registry"}
+    assert GRAPH["pnd.architectures.chameleon"] == {"pnd.architectures.registry"}
     assert "pnd.demo" in GRAPH["pnd.cli.caption"]  # a lazy import inside a function counts
 
 
@@ -204,9 +204,9 @@ def private_reaches(path: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if n != "pnd._compat"))
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if not n.startswith("pnd._compat")))
 def test_no_module_reaches_into_private_attributes(name):
-    """Private names stay in their package; transformers' private calls are pnd/_compat.py's alone."""
+    """Private names stay in their package; transformers' private calls are pnd/_compat/'s alone."""
     assert private_reaches(MODULES[name]) == []
 
 

@@ -6,7 +6,7 @@ import threading
 import torch
 
 import pnd
-from pnd._compat import attention_implementation
+from pnd._compat.masks import attention_implementation
 from pnd.attachment import attachment_of
 from pnd.testing import tiny_inputs
 

@@ -1,6 +1,6 @@
 """Unlimited-OCR (`pnd/architectures/unlimited_ocr.py`): transformers' mask for its reference sliding-window attention
 (R-SWA) reads the 2-D attention mask at (cache index + the window's offset), the prompt's keys included; pnd's paired
-steps read it at the prompt's slots. The checks fail when that repair is removed (`pnd._compat.shifted_window_mask`
+steps read it at the prompt's slots. The checks fail when that repair is removed (`pnd._compat.masks.shifted_window_mask`
 left out) and when the cache returned loses the prompt's length.
 
 The tiny model's window is 3 generated tokens, so the 6 steps here slide it.
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import pnd
-from pnd import _compat
+from pnd._compat import masks
 from pnd.testing import tiny_inputs, tiny_model
 
 from helpers import PROMPTS, assert_scores_close
@@ -21,7 +21,7 @@ STEPS = 6
 
 def _unrepaired(monkeypatch):
     """Leave pnd's paired steps with transformers' own mask (the 2-D mask as given)."""
-    monkeypatch.setattr(_compat, "shifted_window_mask", lambda mask, prompt, offset: mask)
+    monkeypatch.setattr(masks, "shifted_window_mask", lambda mask, prompt, offset: mask)
 
 
 def _normalized(model, inputs, alpha=0.7):

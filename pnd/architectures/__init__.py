@@ -1,6 +1,7 @@
 """Registry of supported architectures: what counts as a visual token and which inputs carry pixels.
 
-Adding an architecture is one small module that calls :func:`register`.
+A family with code of its own has a module named after it (or after the mechanism it shares: `qformer.py`,
+`prefix_lm.py`); every other family is one registration in `families.py`. docs/adding-a-family.md says which.
 
 Example:
     >>> from pnd.architectures import architecture_for, supported_model_types
@@ -10,23 +11,28 @@ Example:
 
 from __future__ import annotations
 
-# Registration order: the hand-written families, then those added through the generic finder.
-# isort: off
-from . import (gemma3, glm4v, internvl, lfm2_vl, llava, minicpmv, molmo2, nemotron_h_omni,  # noqa: F401
-               perception_lm, qwen2_vl, qwen3_5, qwen3_vl, smolvlm, video_llama_3, video_llava)  # each registers itself
-from . import finder_families  # noqa: F401
-from . import llama4  # noqa: F401
-from . import qformer  # noqa: F401
-from . import prefix_lm  # noqa: F401
-from . import finder_families_more  # noqa: F401
-from . import finder_families_late  # noqa: F401
-from . import fuyu  # noqa: F401
-from . import ocr_families  # noqa: F401
-from . import sparse_families  # noqa: F401
-from . import kosmos2  # noqa: F401
-from . import inkling  # noqa: F401
-from . import unlimited_ocr  # noqa: F401
-# isort: on
+from . import (  # noqa: F401  (each module registers its families)
+    chameleon,
+    exaone4_5,
+    families,
+    fuyu,
+    gemma3,
+    idefics2,
+    inkling,
+    janus,
+    kosmos2,
+    lfm2_vl,
+    llama4,
+    minicpmv,
+    minimax_m3_vl,
+    molmo2,
+    nemotron_h_omni,
+    prefix_lm,
+    qformer,
+    qwen2_vl,
+    smolvlm,
+    unlimited_ocr,
+)
 from .registry import Architecture, architecture_for, register, registered, supported_model_types
 
 __all__ = ["Architecture", "architecture_for", "register", "registered", "supported_model_types"]

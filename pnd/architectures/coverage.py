@@ -21,7 +21,7 @@ import torch
 
 from .layers import layer_plan
 from .refused import REFUSED, structural
-from .registry import _REGISTRY, Architecture, registered
+from .registry import _REGISTRY, Architecture, registered, registered_in
 
 
 def image_text_to_text_types() -> list[str]:
@@ -138,12 +138,14 @@ def families_table() -> str:
 
     Example:
         >>> families_table().splitlines()[0]
-        '| `model_type` | family | inputs | what the prior hides | prior prefill |'
+        '| `model_type` | family | inputs | what the prior hides | prior prefill | registered in |'
     """
-    rows = ["| `model_type` | family | inputs | what the prior hides | prior prefill |", "|---|---|---|---|---|"]
+    rows = ["| `model_type` | family | inputs | what the prior hides | prior prefill | registered in |",
+            "|---|---|---|---|---|---|"]
     for architecture in registered():
+        module = registered_in(architecture.model_types[0]).replace(".", "/") + ".py"
         cells = (", ".join(f"`{t}`" for t in architecture.model_types), architecture.name, _inputs(architecture),
-                 architecture.hidden(), prefill_path(architecture, architecture.model_types[0]))
+                 architecture.hidden(), prefill_path(architecture, architecture.model_types[0]), f"`{module}`")
         rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(rows)
 

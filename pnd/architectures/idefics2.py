@@ -1,6 +1,6 @@
 """Idefics2: its processor's own `__call__` writes the expansion (processing_idefics2.py), not
 `get_text_with_replacements`, so it reports no replacements; pnd rewrites the prompt as it does and reports the spans
-(`OWN_REPLACEMENTS`), and the family is then served like every `reported` one (registered in `finder_families.py`).
+(`OWN_REPLACEMENTS`), and the family is then served like every `reported` one.
 
 Per `<image>` the processor writes `<fake_token_around_image>` + `<image>` x image_seq_len + `<fake_token_around_image>`
 (five such blocks with image splitting), merges adjacent fake tokens into one, then puts a space after every fake
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 
+from .registry import Architecture, register
 from .reported import OWN_REPLACEMENTS
 
 
@@ -49,3 +50,5 @@ def _reported(processor, args, kwargs) -> list[list[dict]]:
 
 
 OWN_REPLACEMENTS["Idefics2Processor"] = _reported
+IDEFICS2 = register(Architecture(name="Idefics2", model_types=("idefics2",), pixel_keys=("pixel_values",),
+                                 reported=True))

@@ -10,7 +10,7 @@ on the kept tokens alone, and the bias and window by the distances the tokens ha
 prior rows keep the conditioned prompt's layout (the kept tokens in their slots, the visual slots masked), where slots
 are positions up to a row's constant, so the decoding steps run transformers' own layer; the prior's own prefill call
 runs the kept tokens side by side, their convolutions seeing them only, and there `prepare` makes each relative bias
-read the tokens' position ids instead of their slots (`pnd._compat.kept_positions`, set by that call only), and keep
+read the tokens' position ids instead of their slots (`pnd._compat.repairs.kept_positions`, set by that call only), and keep
 each sliding layer's keys fewer than `sliding_window` positions back. Outside that call the bias is transformers' own,
 so `alpha=0` and the conditioned rows are untouched. `prior="text"` is refused (renumbered positions would no longer
 match the slots of the decoding steps). Inkling's full layers also scale their queries by the log of their slot from
@@ -31,7 +31,7 @@ import functools
 
 import torch
 
-from .._compat import given_kept_positions
+from .._compat.repairs import given_kept_positions
 from .registry import Architecture, register
 
 

@@ -18,7 +18,7 @@ as Kosmos-2 numbers a prompt by itself.
 Repaired by `prepare` (transformers 5.23): the model's forward requires pixel values or image embeddings, so it runs as
 the text model without them (`CaptionScorer` continuing a prompt's cache), and takes strided position ids (its position
 embedding `view`s them); its text decoder takes 2-D attention masks only, so it is given 4-D ones as other decoders are
-(`pnd._compat.accept_4d_masks`: `CaptionScorer` packs captions with one). Worked around in the tiny model
+(`pnd._compat.repairs.accept_4d_masks`: `CaptionScorer` packs captions with one). Worked around in the tiny model
 (`pnd/testing/builders/kosmos-2.py`): the processor's `__init__` takes `*kwargs` (a typo for `**kwargs`), so a
 `chat_template` keyword fails (set afterwards); it needs a tokenizer with `<s>` and `<unk>`.
 
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._compat import accept_4d_masks
+from .._compat.repairs import accept_4d_masks
 from .registry import Architecture, register, repair
 
 

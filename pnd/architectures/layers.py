@@ -4,7 +4,7 @@ A layer type (a text config's `layer_types` entry, as transformers' caches read 
 prior's layer masks the visual slots or sees the kept tokens only, what state its cache rows carry, and which of
 pnd's fast paths apply. A model's `LayerPlan` combines its layers' kinds. A layer type missing from `LAYER_KINDS`,
 or declared refused, is refused with its name: never a silent mask. Adding a layer type is one row here (and, for a
-new kind of state, its row operations in `pnd/_compat.py`).
+new kind of state, its row operations in `pnd/_compat/cache_rows.py`).
 
 Example:
     >>> LAYER_KINDS["linear_attention"].prior
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._compat import cache_layer_types
+from .._compat.cache_rows import cache_layer_types
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class LayerKind:
         prompt's slots: the prior rows keep the conditioned layout, and prior="text" (renumbered positions) is refused
         where the prior's own call cannot renumber them.
     in_slot: the layer reads slots, not only positions: an indexer that anchors key blocks to slots (MiniMax-M3, its
-        indexer given the kept keys by `pnd._compat.indexer_keys`), or chunks of slots (Llama 4's chunked attention).
+        indexer given the kept keys by `pnd._compat.repairs.indexer_keys`), or chunks of slots (Llama 4's chunked attention).
         The prior's prefill runs the whole prompt in its slots with the visual ones masked, so each kept token keeps
         its slot, and so its block or chunk.
     pads: a left-padded batch runs as each prompt alone. False where transformers' own layer differs under left
@@ -90,7 +90,7 @@ LAYER_KINDS: dict[str, LayerKind] = {
     **dict.fromkeys(("mistral_large4_text:indexed_attention", "dots3_note_text:indexed_attention"),
                     LayerKind(prior="kept", state="indexed", packs=False, static=False)),
     # Inkling's: attention with short convolutions on its keys and values and after it (their states and the keys,
-    # values in one cache layer: `pnd._compat.HybridState`). The convolutions see the kept tokens only; the attention's
+    # values in one cache layer: `pnd._compat.cache_rows.HybridState`). The convolutions see the kept tokens only; the attention's
     # relative position bias and sliding window count cache slots, which are positions in the conditioned prompt's
     # layout: so the prior rows keep that layout (the kept tokens in their slots, the visual ones masked), and the
     # prior's own prefill call, which runs the kept tokens side by side, computes the bias and the window from their

@@ -7,7 +7,7 @@ metadata gives its frame rate), blocks on lines of their own; a video's tokens a
 the replacement offsets (the bound processor keeps them) and takes one video per call.
 
 The top model has no `.model`: `model.language_model` is a causal LM, whose decoder is its `.model` and whose head
-gives the logits. transformers' video path fails as released (`pnd._compat.repair_video_features`): `pnd.attach` and
+gives the logits. transformers' video path fails as released (`pnd._compat.repairs.repair_video_features`): `pnd.attach` and
 `CaptionScorer` repair the model they are given.
 
 Example:
@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from .._compat import repair_video_features
+from .._compat.repairs import repair_video_features
 from .registry import Architecture, register
 
 

@@ -14,16 +14,18 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
 
-from .._compat import position_ids_for_generation
+from .._compat.generation import position_ids_for_generation
 from .layers import layer_plan
 from .refused import REFUSED
 from .reported import bound_processor, given_expansions, recalled_expansion
 
 _REGISTRY: dict[str, Architecture] = {}
+_REGISTERED_IN: dict[str, str] = {}  # model type -> the module that registered it
 _REPAIR = "_pnd_repair"
 
 
@@ -181,9 +183,21 @@ class Architecture:
 
 def register(architecture: Architecture) -> Architecture:
     """Make pnd support `architecture.model_types` (called once by each family's module); returns it."""
+    module = inspect.currentframe().f_back.f_globals["__name__"]
     for model_type in architecture.model_types:
         _REGISTRY[model_type] = architecture
+        _REGISTERED_IN[model_type] = module
     return architecture
+
+
+def registered_in(model_type: str) -> str:
+    """The module that registered a supported model type.
+
+    Example:
+        >>> registered_in("aya_vision"), registered_in("janus")
+        ('pnd.architectures.families', 'pnd.architectures.janus')
+    """
+    return _REGISTERED_IN[model_type]
 
 
 def supported_model_types() -> list[str]:
@@ -198,8 +212,8 @@ def supported_model_types() -> list[str]:
 
 
 def registered() -> list[Architecture]:
-    """Every registered architecture, once, in registration order."""
-    return list(dict.fromkeys(_REGISTRY.values()))
+    """Every registered architecture, once, sorted by its first model type."""
+    return sorted(dict.fromkeys(_REGISTRY.values()), key=lambda architecture: architecture.model_types[0])
 
 
 def architecture_for(model) -> Architecture:

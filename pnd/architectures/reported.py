@@ -45,7 +45,7 @@ from contextvars import ContextVar
 import numpy as np
 import torch
 
-from .._compat import padding_also
+from .._compat.generation import padding_also
 from ..attachment import attachment_of
 
 _ASKED = ("return_text_replacement_offsets", "return_offsets_mapping")

@@ -13,7 +13,7 @@ so plain transformers decodes a left-padded prompt otherwise than the same promp
 Repaired by `prepare`, in pnd's paired steps (a `PairedCache` holding the prior rows): the text model's R-SWA layers
 get the mask built from a 2-D mask whose entry (j + kv_offset) is the real entry j for the prompt's slots j, the real
 entries for the generated tokens; its full-attention layers (if any) the real mask
-(`pnd._compat.reference_window_masks`). A left-padded row then decodes as the prompt alone, and the prior's visual
+(`pnd._compat.masks.reference_window_masks`). A left-padded row then decodes as the prompt alone, and the prior's visual
 slots stay hidden where they are (tests/test_unlimited_ocr.py, tests/test_layer_kinds.py). Plain `generate`, and so
 `alpha=0`, keeps transformers' own mask, as Kosmos-2's padded rows keep transformers' positions
 (`pnd/architectures/kosmos2.py`).
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 
-from .._compat import reference_window_masks
+from .._compat.masks import reference_window_masks
 from .registry import Architecture, register
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, StaticCache, StaticLayer
 
-from .._compat import (
+from .._compat.cache_rows import (
     RecurrentState,
     cache_from_layers,
     copy_prompt_length,

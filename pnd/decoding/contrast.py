@@ -28,7 +28,7 @@ from collections.abc import Mapping
 import torch
 from transformers import DynamicLayer, StaticLayer
 
-from .._compat import cache_from_layers, layer_states, map_states
+from .._compat.cache_rows import cache_from_layers, layer_states, map_states
 from ..validation import check_pixels
 from .prior import PriorPrefill, default_position_ids
 

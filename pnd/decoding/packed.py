@@ -31,7 +31,7 @@ from contextvars import ContextVar
 
 import torch
 
-from .._compat import (
+from .._compat.masks import (
     attention_implementation,
     register_sdpa_attention,
     sdpa_attention_forward,

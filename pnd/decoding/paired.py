@@ -23,7 +23,9 @@ import functools
 import torch
 from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 
-from .._compat import compiles_decoding, generation_config, indexer_keys, layer_states, position_ids_for_generation
+from .._compat.cache_rows import layer_states
+from .._compat.generation import compiles_decoding, generation_config, position_ids_for_generation
+from .._compat.repairs import indexer_keys
 from ..architectures import architecture_for
 from ..architectures.layers import check_unpadded
 from ..architectures.registry import is_repair

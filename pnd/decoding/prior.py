@@ -24,16 +24,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .._compat import (
-    cache_from_layers,
-    cache_layer_types,
-    encode_visual_inputs,
-    indexer_keys,
-    kept_positions,
-    layer_states,
-    map_slots,
-    map_states,
-)
+from .._compat.cache_rows import cache_from_layers, cache_layer_types, layer_states, map_slots, map_states
+from .._compat.generation import encode_visual_inputs
+from .._compat.repairs import indexer_keys, kept_positions
 from ..architectures import Architecture, architecture_for
 from ..architectures.layers import LAYER_KINDS, check_unpadded, layer_plan
 from ..architectures.reported import carried_expansions, expansions_given
@@ -44,7 +37,7 @@ class PriorPrefill:
     """The prior rows after the prompt: next-token logits, KV per layer, and how to extend them."""
 
     logits: torch.Tensor  # (batch, vocab) logits for the first generated token
-    layers: list  # per layer its states (`_compat.layer_states`), per-slot ones of the full prompt length
+    layers: list  # per layer its states (`pnd._compat.cache_rows.layer_states`), per-slot ones of the full prompt length
     attends: torch.Tensor  # (batch, prompt_len) bool: prompt slots the prior rows may attend to
     position_offset: torch.Tensor  # cond positions minus prior positions of generated tokens
 

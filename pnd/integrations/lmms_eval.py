@@ -28,7 +28,7 @@ from accelerate import Accelerator
 from tqdm.auto import tqdm
 from transformers import AutoConfig
 
-from .._compat import has_recurrent_layers
+from .._compat.cache_rows import has_recurrent_layers
 from ..decoding.methods import method as registered_method
 from ..decoding.paired import attach
 from ..extras import require

@@ -24,15 +24,9 @@ from typing import NamedTuple
 
 import torch
 
-from .._compat import (
-    attention_implementation,
-    cache_from_layers,
-    has_recurrent_layers,
-    indexer_keys,
-    layer_states,
-    map_slots,
-    map_states,
-)
+from .._compat.cache_rows import cache_from_layers, has_recurrent_layers, layer_states, map_slots, map_states
+from .._compat.masks import attention_implementation
+from .._compat.repairs import indexer_keys
 from ..architectures import architecture_for
 from ..architectures.layers import check_unpadded, layer_plan
 from ..architectures.reported import (

@@ -8,7 +8,7 @@ video is 2 tubelets of 2 frames, each on its own line: `Frame 1 and frame 2: ` (
 `<img>`, 4 `<image>` (a video's tokens are image tokens too) and `</img>`. The processor takes one video per call and
 does not return `text_replacement_offsets` (the bound processor keeps them, `pnd/architectures/reported.py`).
 transformers' forward `torch.cat`s the video features that its `get_video_features` returns as one tensor: the model
-built here is repaired as `pnd.attach` repairs it (`pnd._compat.repair_video_features`).
+built here is repaired as `pnd.attach` repairs it (`pnd._compat.repairs.repair_video_features`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def build(seed: int):
     )
     from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
 
-    from pnd._compat import repair_video_features
+    from pnd._compat.repairs import repair_video_features
     from pnd.testing import chat_template, tiny_tokenizer
 
     tokenizer = tiny_tokenizer(["<image>", "<video>", "<img>", "</img>"], corpus=("Frame 1 and frame 2: Frame 3",))

@@ -1,0 +1,37 @@
+"""Janus (`janus`): `<begin_of_image>` + `<image_placeholder>` tokens + `<end_of_image>` per image (continuous SigLIP
+features for understanding; its VQ-VAE only generates images), markers included, as the processor reports them. Its
+`generate` drops `logits_processor` in text mode (transformers 5.23), which would silently decode without the prior:
+`JanusArchitecture.prepare` gives the model a `generate` that keeps it.
+
+Example:
+    >>> JANUS.model_types
+    ('janus',)
+"""
+
+import functools
+
+from transformers import GenerationMixin
+
+from .registry import Architecture, register, repair
+
+
+def _janus_generate(model, *args, generation_mode: str = "text", **kwargs):
+    """Janus's `generate` with `logits_processor` kept in text mode (its own drops it: transformers 5.23)."""
+    if generation_mode != "text":
+        return type(model).generate(model, *args, generation_mode=generation_mode, **kwargs)
+    return GenerationMixin.generate(model, *args, guidance_scale=None, **kwargs)
+
+
+class JanusArchitecture(Architecture):
+    """Janus: its `generate` drops the `logits_processor` argument in text mode, so pnd gives the model one that
+    keeps it (as Janus's does otherwise: `GenerationMixin.generate` without classifier-free guidance)."""
+
+    def prepare(self, model) -> None:
+        if "generate" not in vars(model):
+            model.generate = repair(functools.partial(_janus_generate, model))
+
+    def unprepare(self, model) -> None:
+        vars(model).pop("generate", None)
+
+
+JANUS = register(JanusArchitecture(name="Janus", model_types=("janus",), pixel_keys=("pixel_values",), reported=True))
