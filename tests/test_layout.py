@@ -226,3 +226,26 @@ from pnd.video import read_video
 print(read_video.__module__)
 """)
     assert out.split() == ["pnd.io.video"]
+
+
+def test_no_module_of_pnd_is_over_400_lines():
+    """A module over ~400 lines holds more than one concern: split it (CONTRIBUTING.md, the layout)."""
+    assert {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 400} == {}
+
+
+SHARED_MECHANISMS = {"families", "qformer", "prefix_lm"}  # modules that register several families by what they share
+
+
+def test_each_family_is_registered_where_its_model_type_says():
+    """A family is registered in `families.py`, a shared mechanism's module, or a module named after one of its model
+    types (docs/adding-a-family.md §4): a reader finds it in one step, whatever the order families were added in."""
+    from pnd.architectures import registered
+    from pnd.architectures.registry import registered_in
+
+    def named_after(stem: str, model_type: str) -> bool:
+        return model_type.replace("-", "").replace(".", "_").startswith(stem)
+
+    misplaced = [(a.model_types, module) for a in registered()
+                 if (module := registered_in(a.model_types[0])).rpartition(".")[2] not in SHARED_MECHANISMS
+                 and not any(named_after(module.rpartition(".")[2], t) for t in a.model_types)]
+    assert misplaced == []

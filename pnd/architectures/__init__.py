@@ -17,6 +17,7 @@ from . import (  # noqa: F401  (each module registers its families)
     families,
     fuyu,
     gemma3,
+    hyperclovax_vision_v2,
     idefics2,
     inkling,
     janus,
