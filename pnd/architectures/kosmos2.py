@@ -8,7 +8,7 @@ config names none of those ids, so the rule is the structure the processor write
 `latent_query_num` consecutive ids, a token: those `latent_query_num + 2` tokens are the expansion.
 
 Positions: Kosmos-2's text model numbers positions from its first non-pad token, offset by the padding id, and its
-`generate` hands the forward no position ids. pnd's paired calls (`pnd.decoding.paired`) take `position_ids` from
+`generate` hands the forward no position ids. pnd's paired calls (`pnd.decoding.steps`) take `position_ids` from
 `Kosmos2Architecture.step_positions`: the attended tokens counted, from the padding id on. On an unpadded prompt that is
 transformers' own numbering; on a left-padded one transformers counts the padding slots in its decoding steps (not in
 the prompt), so its padded rows decode otherwise than alone (tests/test_kosmos2.py): pnd's paired rows number a padded

@@ -12,13 +12,13 @@ input (`qformer_input_ids`, the instruction) reaches the language model only thr
 
 Their `generate` computes the embeddings and calls `language_model.generate(inputs_embeds=..., input_ids=...)`, whose
 forwards bypass the attached model's forward: `attach` wraps the language model's forward too (`embeds_prompt`,
-`pnd.decoding.paired.language_model_forward`), so that its calls within a paired generate call are paired ones; the
+`pnd.decoding.steps.language_model_forward`), so that its calls within a paired generate call are paired ones; the
 prior's prefill reads the prompt's token ids from the generate call. Their forward hands every keyword to the vision
 tower and Q-Former too, whose embeddings fail on the language model's `position_ids` (`CaptionScorer` passes them):
 `prepare` repairs the model's `get_image_features` / `get_video_features` to drop the language model's keywords, and
 its `forward` to run as the language model when given no pixels (as `CaptionScorer` continues a prompt's cache).
 The priors that run the vision tower (prior="blank", "inputs", "noise") and continuing a conversation from
-`past_key_values` are refused on them (`pnd.decoding.paired._prefill`).
+`past_key_values` are refused on them (`pnd.decoding.steps._prefill`).
 
 Checkpoints whose language model is an encoder-decoder (Flan-T5) are refused at `attach` (`prepare`): the image's
 queries enter the encoder, and the decoder that generates cross-attends to them. InstructBLIP's processor pads the

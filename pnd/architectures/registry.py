@@ -71,7 +71,7 @@ class Architecture:
     # True: the expansion is what the bound processor reported replacing (`reported`), no token-id rule of its own
     reported: bool = False
     # True where the family's generate runs `model.language_model.generate(inputs_embeds=...)` (the Q-Former families):
-    # attach pairs that language model's forward calls too (`pnd.decoding.paired.language_model_forward`)
+    # attach pairs that language model's forward calls too (`pnd.decoding.steps.language_model_forward`)
     embeds_prompt: bool = False
     takes_images: bool = True  # False where the family takes videos only (InstructBLIP-Video: 4 frames, always)
     # leading entries of each pixel input's last axis that are patch coordinates, not pixels (Kosmos-2.5's flattened

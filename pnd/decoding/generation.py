@@ -1,6 +1,6 @@
 """The state of one `generate` call of an attached model with a `PriorNormalized` processor.
 
-The paired forward (`pnd.decoding.paired`) records each step's prior logits in it; the processor
+The paired forward (`pnd.decoding.steps`) records each step's prior logits in it; the processor
 (`pnd.decoding.logits_processor`) takes them out. It lives in a context variable for the call's duration only
 (docs/design.md §3.9), so concurrent calls in other threads never see it.
 

@@ -4,7 +4,8 @@ After `pnd.attach(model)`, a `generate` call whose `logits_processor` holds a `P
 `PairedCache`: the first forward runs the conditioned prompt and prefills the prior rows on its text
 tokens alone (in the same call where the model runs SDPA attention, `packed.py`); every later step is
 one forward call on [conditioned rows; prior rows]. `generate` only ever sees the conditioned rows; the
-prior logits go to the processor.
+prior logits go to the processor. Here: `attach`, `detach` and the attached `generate` (what it refuses, the cache
+it hands generate); the forward calls within it are `steps.py`'s.
 
 Example:
     >>> import pnd
@@ -23,32 +24,22 @@ import functools
 import torch
 from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 
-from .._compat.cache_rows import layer_states
 from .._compat.generation import compiles_decoding, generation_config, position_ids_for_generation
-from .._compat.repairs import indexer_keys
 from ..architectures import architecture_for
 from ..architectures.layers import check_unpadded
 from ..architectures.registry import is_repair
-from ..architectures.reported import (
-    EXPANSION_KEY,
-    bind_processor,
-    carried_expansions,
-    expansions_given,
-    release_processor,
-)
+from ..architectures.reported import bind_processor, carried_expansions, expansions_given, release_processor
 from ..attachment import Attachment, attachment_of, is_attached, remove_attachment
-from ..validation import check_conditioned_logits, check_pixels
+from ..validation import check_pixels
 from .cache import PairedCache, PairedStaticCache
-from .contrast import contrast_prefill, prepare_contrast, without_padding
-from .generation import Generation, running, running_generation
+from .contrast import prepare_contrast, without_padding
+from .generation import Generation, running
 from .logits_processor import PairedProcessor
-from .packed import packed_prefill, packs_prior, stop_split_attention, use_split_attention
-from .prior import blank_encoder_outputs, blank_prefill, masked_prefill
+from .packed import stop_split_attention, use_split_attention
+from .prior import blank_encoder_outputs
+from .steps import EMBEDDED_PROMPT, NEEDS_INPUT_IDS, PAIRED_STEP, language_model_forward, paired_forward
 
-_PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
 PREFILL_STRATEGIES = ("auto", "own_call", "own_call_no_reuse")
-_PAIRED_STEP = "pnd_paired_step"  # a keyword of the attached forward: these are a paired step's inputs, run them as given
-_NEEDS_INPUT_IDS = "PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds."
 
 
 def attach(model, processor=None, *, prefill: str = "auto"):
@@ -93,12 +84,13 @@ def attach(model, processor=None, *, prefill: str = "auto"):
     attachment.replaced = {name: vars(model)[name] for name in ("forward", "generate")  # the user's, not pnd's repairs
                            if name in vars(model) and not is_repair(vars(model)[name])}
     attachment.architecture, attachment.prefill = architecture, prefill
-    architecture.prepare(model)  # first: a repaired forward (the Q-Former families') or generate (Janus) is the one the attached one calls
+    # first: a repaired forward (the Q-Former families') or generate (Janus) is the one the attached one calls
+    architecture.prepare(model)
     attachment.forward, attachment.generate = model.forward, model.generate
 
     @functools.wraps(attachment.forward)
     def forward(*args, **kwargs):
-        return _paired_forward(model, attachment, *args, **kwargs)
+        return paired_forward(model, attachment, *args, **kwargs)
 
     @functools.wraps(attachment.generate)
     def generate(*args, **kwargs):
@@ -165,7 +157,7 @@ def _generate_carried(model, attachment: Attachment, *args, logits_processor=Non
     normalizer = normalizers[0]
     needs_prior = normalizer.needs_prior  # alpha=0 is plain generate, for every argument
     if needs_prior and attachment.architecture.embeds_prompt and normalizer.prior in ("blank", "inputs", "noise"):
-        raise ValueError(_EMBEDDED_PROMPT)
+        raise ValueError(EMBEDDED_PROMPT)
     generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1,
                             input_ids=kwargs["input_ids"] if kwargs.get("input_ids") is not None else
                             args[0] if args else None)
@@ -192,7 +184,7 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     text_config = model.config.get_text_config(decoder=True)
     prompt = args[0] if args else kwargs.get("input_ids")
     if prompt is None:
-        raise ValueError(_NEEDS_INPUT_IDS)
+        raise ValueError(NEEDS_INPUT_IDS)
     given = kwargs.get("past_key_values")
     if given is not None and not _empty(given):
         return _continued_cache(model, generation, config, prompt, kwargs)
@@ -214,7 +206,7 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
         kwargs["disable_compile"] = True  # the model's own compiled call, which passes straight to its forward
         steps = _generating_model(model, attachment.architecture) if attachment.architecture.embeds_prompt else model
         compiled_call = steps.get_compiled_call(config.compile_config)
-        generation.decode_forward = functools.partial(compiled_call, **{_PAIRED_STEP: True})
+        generation.decode_forward = functools.partial(compiled_call, **{PAIRED_STEP: True})
     return cache
 
 
@@ -304,171 +296,7 @@ def _check_visual_inputs(model, architecture, args: tuple, kwargs: dict) -> None
                          "model.generate(**processor(text=..., videos=..., return_tensors='pt'), ...).")
 
 
-def _paired_forward(model, attachment: Attachment, *args, **kwargs):
-    kwargs.pop(EXPANSION_KEY, None)  # `model(**inputs)`: the model never sees what pnd added to the processor's outputs
-    cache = kwargs.get("past_key_values")
-    if kwargs.pop(_PAIRED_STEP, False) or not isinstance(cache, (PairedCache, PairedStaticCache)):
-        return attachment.forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
-    return _paired_call(model, attachment, *args, **kwargs)
-
-
 def _generating_model(model, architecture):
     """The submodule whose `generate` the family's own `generate` runs (`Architecture.embeds_prompt`): its
     `language_model`, or the one its architecture names (Kosmos-2: `text_model`)."""
     return getattr(model, getattr(architecture, "generates_with", "language_model"))
-
-
-def language_model_forward(model, forward):
-    """`forward` of `model.language_model`, wrapped: for a family whose own generate runs its language model's
-    generate on `inputs_embeds` (the Q-Former families, `pnd/architectures/qformer.py`), each call of it within an
-    attached model's paired generate call is a paired one, as the attached model's forward would be.
-
-    Example:
-        >>> from pnd.testing import tiny_model
-        >>> model, _ = tiny_model("instructblipvideo")
-        >>> wrapped = language_model_forward(model, model.language_model.forward)  # plain outside a paired call
-    """
-    @functools.wraps(forward)
-    def paired(*args, **kwargs):
-        if kwargs.pop(_PAIRED_STEP, False) or not isinstance(kwargs.get("past_key_values"),
-                                                             (PairedCache, PairedStaticCache)):
-            return forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
-        return _paired_call(model, attachment_of(model), *args, forward=forward, **kwargs)
-
-    return paired
-
-
-@torch.compiler.disable(recursive=False)  # torch.compile of the attached forward: this frame eager, the model compiled
-def _paired_call(model, attachment: Attachment, *args, forward=None, **kwargs):
-    """A paired call of `forward` (the attached model's own forward, or its language model's: `language_model_forward`)."""
-    forward = forward or attachment.forward
-    cache = kwargs["past_key_values"]
-    generation = running_generation()
-    if generation is None or generation.attachment is not attachment:
-        return forward(*args, **kwargs)
-    if args:
-        raise TypeError("pnd's paired forward takes keyword arguments only (as generate passes them).")
-    step_positions = getattr(attachment.architecture, "step_positions", None)
-    if kwargs.get("position_ids") is None and step_positions is not None:  # Kosmos-2(.5): its generate passes none
-        ids = kwargs["input_ids"]
-        mask = _mask_so_far(cache, kwargs.get("attention_mask"), ids)
-        kwargs["position_ids"] = step_positions(model, mask, ids.shape[1])
-    if isinstance(cache, PairedStaticCache) and not cache.is_paired:
-        return _static_prefill(model, attachment, generation, cache, kwargs, forward)
-    if not cache.is_paired:
-        return _prefill(model, attachment, generation, cache, kwargs, forward)
-    return _decode_step(generation, cache, kwargs, forward)
-
-
-def _mask_so_far(cache, attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -> torch.Tensor:
-    """The 2D attention mask of the conditioned rows up to this call's last token: generate's own, or, where generate
-    passes a 4D one (a static cache's decoding steps), the paired static cache's."""
-    if attention_mask is not None and attention_mask.ndim == 2:
-        return attention_mask
-    length = int(cache.get_seq_length()) + input_ids.shape[1]
-    if isinstance(cache, PairedStaticCache) and cache.is_paired:
-        return cache.attention_mask[: input_ids.shape[0], :length]
-    return input_ids.new_ones(input_ids.shape[0], length)
-
-
-_EMBEDDED_PROMPT = ("On a model whose generate runs its language model's generate (the Q-Former families: BLIP-2, "
-                    "InstructBLIP, InstructBLIP-Video; Kosmos-2), PriorNormalized takes prior='masked' or 'text' on a new prompt: "
-                    "not prior='blank', 'inputs' or 'noise' (VCD, ICD), nor past_key_values to continue. Use "
-                    "prior='masked' and pass the whole conversation as input_ids.")
-
-
-def _prompt_ids(generation, kwargs: dict) -> tuple[torch.Tensor, bool]:
-    """The prefill's token ids, and whether its forward gets them as `inputs_embeds` (the Q-Former families: the ids
-    are then the generate call's, repeated as generate repeats its rows for beams and returned sequences)."""
-    input_ids, embeds = kwargs.get("input_ids"), kwargs.get("inputs_embeds")
-    if input_ids is not None or embeds is None or generation.input_ids is None:
-        if input_ids is None:
-            raise ValueError(_NEEDS_INPUT_IDS)
-        return input_ids, False
-    prompt = generation.input_ids.to(embeds.device)
-    if embeds.shape[0] % prompt.shape[0] or embeds.shape[1] != prompt.shape[1]:
-        raise ValueError(f"pnd: the language model's first forward got inputs_embeds of shape {tuple(embeds.shape[:2])} "
-                         f"for a prompt of {tuple(prompt.shape)} token ids; this model is not supported.")
-    return prompt.repeat_interleave(embeds.shape[0] // prompt.shape[0], dim=0), True
-
-
-def _prefill(model, attachment, generation, cache, kwargs, forward):
-    """The conditioned prompt and the prior rows on its text tokens alone (one call when packable), one cache."""
-    input_ids, embedded = _prompt_ids(generation, kwargs)
-    if embedded and (generation.contrast, generation.conversation, generation.blank_outputs) != (None, None, None):
-        raise ValueError(_EMBEDDED_PROMPT)
-    if kwargs.get("position_ids") is None:
-        raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
-    mode = generation.normalizer.prior
-    if generation.contrast is not None:  # first: the conditioned call then sets what the model keeps (rope deltas)
-        prior = contrast_prefill(model, forward, generation.contrast, kwargs)
-        outputs = forward(**kwargs)
-    elif generation.conversation is not None:  # the new text on the returned cache; the prior over the whole conversation
-        outputs = forward(**kwargs)
-        prior = masked_prefill(model, *generation.conversation, mode, layer_states(cache))
-    elif generation.blank_outputs is not None:
-        outputs = forward(**kwargs)
-        prior = blank_prefill(model, forward, kwargs, generation.blank_outputs)
-    elif attachment.prefill == "auto" and not attachment.architecture.embeds_prompt and packs_prior(model, kwargs):
-        outputs, prior = packed_prefill(model, forward, kwargs, mode)
-    else:
-        outputs = forward(**kwargs)
-        reuse = attachment.prefill != "own_call_no_reuse"
-        shared = layer_states(cache) if reuse else None
-        prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
-                               shared, inputs=kwargs)
-    check_conditioned_logits(outputs.logits[:, -1], "generate")
-    cache.add_prior(prior)
-    generation.record(outputs.logits[:, -1], prior.logits)
-    return outputs
-
-
-def _static_prefill(model, attachment, generation, cache: PairedStaticCache, kwargs, forward):
-    """The prefill into a `PairedCache`, whose rows are then copied into the fixed-length cache of the decoding steps."""
-    prefill = PairedCache(config=model.config.get_text_config(decoder=True))
-    outputs = _prefill(model, attachment, generation, prefill, {**kwargs, "past_key_values": prefill}, forward)
-    mask = kwargs.get("attention_mask")
-    cache.pair(prefill, torch.ones_like(_prompt_ids(generation, kwargs)[0]) if mask is None else mask)
-    outputs.past_key_values = cache
-    if getattr(outputs, "attentions", None) is not None:  # as a static-cache prefill returns them: a key per cache
-        keys = cache.get_max_length()  # slot, those after the prompt masked out (weight 0)
-        outputs.attentions = tuple(torch.nn.functional.pad(a, (0, keys - a.shape[-1])) for a in outputs.attentions)
-    return outputs
-
-
-def _paired_mask(cache, cond_mask: torch.Tensor | None, input_ids: torch.Tensor) -> torch.Tensor:
-    """The 2D attention mask of a decoding step, [conditioned rows; prior rows]."""
-    if isinstance(cache, PairedStaticCache):  # fixed for the whole call (generate's own mask is 4D there)
-        return cache.attention_mask
-    n, step = input_ids.shape
-    if cond_mask is None:
-        cond_mask = torch.ones(n, cache.get_seq_length() + step, dtype=torch.long, device=input_ids.device)
-    prior_mask = cond_mask.clone()
-    prompt_len = cache.prior_attends.shape[1]
-    prior_mask[:, :prompt_len] = cache.prior_attends.to(prior_mask.dtype)  # a contrast prompt has a mask of its own
-    return torch.cat([cond_mask, prior_mask])
-
-
-def _decode_step(generation, cache, kwargs, forward):
-    """One forward call on [conditioned rows; prior rows]; generate only sees the conditioned logits."""
-    input_ids = kwargs["input_ids"]
-    n = input_ids.shape[0]
-    paired = dict(kwargs)
-    for key in _PER_ROW_INPUTS:
-        if kwargs.get(key) is not None and key != "attention_mask":
-            paired[key] = torch.cat([kwargs[key], kwargs[key]])
-    paired["attention_mask"] = _paired_mask(cache, kwargs.get("attention_mask"), input_ids)
-    positions = kwargs["position_ids"]
-    batch_dim = 0 if positions.ndim == 2 else 1
-    prior_positions = positions - cache.prior_position_offset.unsqueeze(-1)
-    paired["position_ids"] = torch.cat([positions, prior_positions], dim=batch_dim)
-
-    with indexer_keys(paired["attention_mask"]):  # slot-anchored indexers choose among the keys each row sees
-        outputs = (generation.decode_forward or forward)(**paired)
-    logits = outputs.logits
-    outputs.logits = outputs.logits[:n]
-    for name in ("attentions", "hidden_states"):  # what the user sees describes the conditioned rows only
-        if getattr(outputs, name, None) is not None:
-            setattr(outputs, name, tuple(states[:n] for states in getattr(outputs, name)))
-    generation.record(outputs.logits[:, -1], logits[n:, -1])
-    return outputs

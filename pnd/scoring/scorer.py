@@ -1,7 +1,7 @@
 """Prior-normalized caption scoring for retrieval, on the same prior construction as decoding.
 
 For each video the prompt prefix (vision tower + prompt) runs once and its KV-cache is shared by all
-candidate captions, scored in batches by teacher forcing. Each caption's prior is computed once per
+candidate captions, scored in batches by teacher forcing (`prefix.py`). Each caption's prior is computed once per
 prompt layout (it does not depend on the pixels), from the same text-only prefill `PriorNormalized`
 uses, and reused while the layout stays the same. Scores are `log P(t | v) - alpha * log P(t)` summed
 over the caption tokens, or averaged (`reduction="mean"`). `score_prompt` scores answers to a prompt
@@ -24,22 +24,13 @@ from typing import NamedTuple
 
 import torch
 
-from .._compat.cache_rows import cache_from_layers, has_recurrent_layers, layer_states, map_slots, map_states
-from .._compat.masks import attention_implementation
-from .._compat.repairs import indexer_keys
 from ..architectures import architecture_for
-from ..architectures.layers import check_unpadded, layer_plan
-from ..architectures.reported import (
-    EXPANSION_KEY,
-    ExpansionRecord,
-    bind_processor,
-    carried_expansions,
-    expansions_given,
-)
-from ..decoding.prior import default_position_ids, masked_prefill
+from ..architectures.reported import EXPANSION_KEY, bind_processor, expansions_given
+from ..decoding.prior import masked_prefill
 from ..io.prompts import video_prompt
 from ..io.video import read_video
-from ..validation import check_alpha_and_prior, check_conditioned_logits, check_frames, check_pixels, real_number
+from ..validation import check_alpha_and_prior, check_frames, real_number
+from .prefix import Prefix, conditioned_prefixes, forced_logprobs, teacher_forced
 from .tokens import TokenScore, score_tokens
 
 
@@ -198,7 +189,7 @@ class CaptionScorer:
             raise ValueError(f"{inputs['input_ids'].shape[0]} prompt(s) in inputs but {len(captions)} list(s) of "
                              "captions; give one list per prompt.")
         results = []
-        for prefix, answers in zip(self._conditioned_prefixes(self.on_device(inputs)), captions):
+        for prefix, answers in zip(conditioned_prefixes(self.model, self.processor, self.on_device(inputs)), captions):
             _check_list(answers, "captions", "caption")
             parts = self._score_prefix(prefix, [self.caption_ids(c) for c in answers])
             results.append(parts if return_parts else parts.normalized)
@@ -222,8 +213,8 @@ class CaptionScorer:
         `plausibility` masks the normalized scores as `PriorNormalized(plausibility=...)` does.
         """
         prefix = self._conditioned_prefix(self.on_device(inputs))
-        conditional = self._forced_logprobs(prefix, [token_ids])[0][0]
-        prior = self._forced_logprobs(self._prior_prefix(prefix), [token_ids])[0][0]
+        conditional = forced_logprobs(self.model, prefix, [token_ids])[0][0]
+        prior = forced_logprobs(self.model, self._prior_prefix(prefix), [token_ids])[0][0]
         return score_tokens(conditional, prior, token_ids, self.alpha, lambda i: self.processor.tokenizer.decode([i]),
                             top_k, plausibility)
 
@@ -255,36 +246,7 @@ class CaptionScorer:
         if inputs["input_ids"].shape[0] != 1:
             raise ValueError(f"inputs hold {inputs['input_ids'].shape[0]} prompts; this takes one (score_prompts "
                              "takes a left-padded batch of them).")
-        return self._conditioned_prefixes(inputs)[0]
-
-    def _conditioned_prefixes(self, inputs: dict) -> list[Prefix]:
-        """The prompts of `inputs` run in one forward call; each row's prefix without its left padding."""
-        model = self.model
-        architecture_for(model).prepare(model)  # again: a pnd.detach(model) since the last call undid it,
-        bind_processor(model, self.processor)  # with the bound processor
-        check_pixels(inputs, architecture_for(model).pixel_keys, "CaptionScorer")
-        carried = carried_expansions(inputs)  # the expansion the processor's outputs carry, read by the prior's prefill
-        positions = default_position_ids(model, **inputs)
-        config = model.config.get_text_config(decoder=True)
-        cache = cache_from_layers(config, keep_all=True)  # every slot (sliding and chunked layers too): captions reuse it
-        attends = inputs["attention_mask"].bool()
-        starts = attends.long().argmax(-1).tolist()  # each row's first attended slot: left padding before it is cut
-        if any(starts) and has_recurrent_layers(config):
-            raise ValueError("These prompts are left-padded, and a recurrent layer's state would take the padding in: "
-                             "score them one at a time (score_prompt) on this model.")
-        check_unpadded(config, inputs["attention_mask"], "CaptionScorer")
-        forward_inputs = {k: v for k, v in inputs.items() if k != "labels"}  # PaliGemma's processor adds them: no loss
-        out = model(**forward_inputs, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        check_conditioned_logits(out.logits, "CaptionScorer")
-        states = layer_states(cache)
-        prefixes = []
-        for row, start in enumerate(starts):
-            kept = positions[..., row : row + 1, start:]
-            prefixes.append(Prefix(inputs["input_ids"][row : row + 1, start:], kept,
-                                   [_row_of(state, row, start) for state in states], attends[row : row + 1, start:],
-                                   out.logits[row : row + 1, -1], next_positions=kept[..., -1:] + 1,
-                                   expansions=carried))
-        return prefixes
+        return conditioned_prefixes(self.model, self.processor, inputs)[0]
 
     def _caption_priors(self, prefix: Prefix, tokens: list[list[int]]) -> torch.Tensor:
         """Prior log-probs of the captions, computed once per caption while the prompt layout stays the same."""
@@ -317,80 +279,9 @@ class CaptionScorer:
         sums = torch.empty(len(tokens))
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
-            sums[chunk] = self._teacher_forced(prefix, [tokens[i] for i in chunk]).float().cpu()
+            forced = teacher_forced(self.model, prefix, [tokens[i] for i in chunk], self.pack_captions)
+            sums[chunk] = forced.float().cpu()
         return sums
-
-    def _teacher_forced(self, prefix: Prefix, chunk: list[list[int]]) -> torch.Tensor:
-        """Summed log-probabilities of each caption of `chunk` after the prefix."""
-        config = self.model.config.get_text_config(decoder=True)
-        if (self.pack_captions and attention_implementation(config) == "sdpa"
-                and getattr(config, "sliding_window", None) is None and layer_plan(config).packs):
-            return self._teacher_forced_packed(prefix, chunk)
-        logprobs, ids, mask = self._forced_logprobs(prefix, chunk)
-        return (logprobs.gather(2, ids[..., None])[..., 0] * mask).sum(1)
-
-    def _teacher_forced_packed(self, prefix: Prefix, chunk: list[list[int]]) -> torch.Tensor:
-        """Summed log-probs of the captions of `chunk`, packed one after another into one row after the prefix.
-
-        Each caption token attends to the prefix's attended slots and to the tokens of its own caption up to
-        itself, and has the position it has right after the prefix: the same scores as one row per caption,
-        with the prefix's KV held once instead of once per caption (SDPA with a boolean 4-D mask). Not for
-        recurrent layers, whose state would carry each caption into the next.
-        """
-        device = prefix.first_logits.device
-        lengths = torch.tensor([len(t) for t in chunk], device=device)
-        owner = torch.repeat_interleave(torch.arange(len(chunk), device=device), lengths)
-        starts = torch.cumsum(lengths, 0) - lengths
-        flat = torch.arange(len(owner), device=device)
-        steps = flat - starts[owner]  # each token's place in its caption
-        ids = torch.tensor([token for t in chunk for token in t], device=device)[None]
-        own = (owner[:, None] == owner[None, :]) & (flat[None, :] <= flat[:, None])
-        mask = torch.cat([prefix.attends.expand(len(owner), -1), own], 1)[None, None]
-        cache = cache_from_layers(self.model.config.get_text_config(decoder=True), prefix.layers, whole_prompt=True)
-        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=prefix.next_positions + steps,
-                            past_key_values=cache, use_cache=True).logits[0]
-        before = torch.cat([prefix.first_logits, logits], 0)  # row f + 1: the logits after flat token f
-        predicting = torch.where(steps == 0, 0, flat)  # the row that predicts each token
-        token_logprobs = torch.log_softmax(before[predicting].float(), -1).gather(1, ids[0, :, None])[:, 0]
-        return torch.zeros(len(chunk), device=device).index_add_(0, owner, token_logprobs)
-
-    def _forced_logprobs(self, prefix: Prefix, chunk: list[list[int]]):
-        """(log-probabilities over the vocabulary at each token of each text, (n, longest, vocab); ids; mask):
-        one right-padded row per text over a copy of the prefix's KV each."""
-        n, longest = len(chunk), max(len(t) for t in chunk)
-        device = prefix.first_logits.device
-        ids = torch.zeros(n, longest, dtype=torch.long, device=device)
-        mask = torch.zeros(n, longest, dtype=torch.long, device=device)
-        for i, t in enumerate(chunk):  # right-padded: padding comes after every real token
-            ids[i, : len(t)], mask[i, : len(t)] = torch.tensor(t), 1
-        cache = cache_from_layers(self.model.config.get_text_config(decoder=True),
-                                  [map_states(lambda t: t.expand(n, *t.shape[1:]), state) for state in prefix.layers],
-                                  whole_prompt=True)  # the texts are generated tokens (Unlimited-OCR's window)
-        steps = torch.arange(longest, device=device)
-        positions = (prefix.next_positions + steps).expand(*prefix.next_positions.shape[:-2], n, longest)
-        attention_mask = torch.cat([prefix.attends.long().expand(n, -1), mask], 1)
-        with indexer_keys(attention_mask):  # slot-anchored indexers (MiniMax-M3) choose among the attended keys
-            logits = self.model(input_ids=ids, attention_mask=attention_mask, position_ids=positions,
-                                past_key_values=cache, use_cache=True).logits
-        logits = torch.cat([prefix.first_logits.expand(n, 1, -1), logits[:, :-1]], 1).float()
-        return torch.log_softmax(logits, -1), ids, mask
-
-
-def _row_of(state, row: int, start: int):
-    """Row `row` of one cache layer's state, its keys and values without the first `start` (padding) slots."""
-    return map_states(lambda t: t[row : row + 1], map_slots(lambda t: t[:, :, start:], state))
-
-
-class Prefix(NamedTuple):
-    """A prompt run once: its tokens, positions, per-layer KV, attended slots and next-token logits."""
-
-    input_ids: torch.Tensor
-    positions: torch.Tensor
-    layers: list
-    attends: torch.Tensor
-    first_logits: torch.Tensor
-    next_positions: torch.Tensor
-    expansions: ExpansionRecord | None = None  # the expansion the prompt's inputs carried (`reported.EXPANSION_KEY`)
 
 
 def _check_list(values, name: str, one: str) -> None:

@@ -1,0 +1,208 @@
+"""The forward side of a paired `generate` call: what the attached model's forward does with each of generate's calls.
+
+`pnd.attach` (`pnd.decoding.paired`) makes the model's forward `paired_forward` (and, for a family whose `generate`
+runs its language model's, that language model's forward `language_model_forward`). Within a paired `generate` call,
+the first call is the prefill: the conditioned prompt, and the prior rows on its text tokens alone (in the same call
+where `packed.py` can), into the `PairedCache`, whose rows a static cache's steps then get (`PairedStaticCache`).
+Every later call is one decoding step on [conditioned rows; prior rows]: `generate` sees the conditioned logits, the
+processor gets the prior logits (`Generation.record`). Any other call runs the model's own forward.
+
+Example:
+    >>> import pnd, torch
+    >>> from pnd.testing import tiny_model, tiny_inputs
+    >>> model, processor = tiny_model("llava_onevision")
+    >>> inputs = tiny_inputs(processor, "llava_onevision")
+    >>> plain = model(**inputs).logits
+    >>> torch.equal(pnd.attach(model)(**inputs).logits, plain)  # outside a paired generate call: the model's own
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .._compat.cache_rows import layer_states
+from .._compat.repairs import indexer_keys
+from ..architectures.reported import EXPANSION_KEY
+from ..attachment import Attachment, attachment_of
+from ..validation import check_conditioned_logits
+from .cache import PairedCache, PairedStaticCache
+from .contrast import contrast_prefill
+from .generation import running_generation
+from .packed import packed_prefill, packs_prior
+from .prior import blank_prefill, masked_prefill
+
+_PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
+# a keyword of the attached forward: these are a paired step's inputs, run them as given
+PAIRED_STEP = "pnd_paired_step"
+NEEDS_INPUT_IDS = "PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds."
+EMBEDDED_PROMPT = ("On a model whose generate runs its language model's generate (the Q-Former families: BLIP-2, "
+                   "InstructBLIP, InstructBLIP-Video; Kosmos-2), PriorNormalized takes prior='masked' or 'text' on a "
+                   "new prompt: not prior='blank', 'inputs' or 'noise' (VCD, ICD), nor past_key_values to continue. "
+                   "Use prior='masked' and pass the whole conversation as input_ids.")
+
+
+def paired_forward(model, attachment: Attachment, *args, **kwargs):
+    """The attached model's forward, on the model's inputs without what pnd added to them: a call on a paired cache
+    within the model's paired `generate` call is a paired one; any other (or one marked `PAIRED_STEP`: a decoding
+    step's inputs, run as given) is the model's own forward."""
+    kwargs.pop(EXPANSION_KEY, None)  # `model(**inputs)`: the model never sees what pnd added to the processor's outputs
+    cache = kwargs.get("past_key_values")
+    if kwargs.pop(PAIRED_STEP, False) or not isinstance(cache, (PairedCache, PairedStaticCache)):
+        return attachment.forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
+    return _paired_call(model, attachment, *args, **kwargs)
+
+
+def language_model_forward(model, forward):
+    """`forward` of `model.language_model`, wrapped: for a family whose own generate runs its language model's
+    generate on `inputs_embeds` (the Q-Former families, `pnd/architectures/qformer.py`), each call of it within an
+    attached model's paired generate call is a paired one, as the attached model's forward would be.
+
+    Example:
+        >>> from pnd.testing import tiny_model
+        >>> model, _ = tiny_model("instructblipvideo")
+        >>> wrapped = language_model_forward(model, model.language_model.forward)  # plain outside a paired call
+    """
+    @functools.wraps(forward)
+    def paired(*args, **kwargs):
+        if kwargs.pop(PAIRED_STEP, False) or not isinstance(kwargs.get("past_key_values"),
+                                                            (PairedCache, PairedStaticCache)):
+            return forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
+        return _paired_call(model, attachment_of(model), *args, forward=forward, **kwargs)
+
+    return paired
+
+
+@torch.compiler.disable(recursive=False)  # torch.compile of the attached forward: this frame eager, the model compiled
+def _paired_call(model, attachment: Attachment, *args, forward=None, **kwargs):
+    """A paired call of `forward` (the attached model's own forward, or its language model's:
+    `language_model_forward`)."""
+    forward = forward or attachment.forward
+    cache = kwargs["past_key_values"]
+    generation = running_generation()
+    if generation is None or generation.attachment is not attachment:
+        return forward(*args, **kwargs)
+    if args:
+        raise TypeError("pnd's paired forward takes keyword arguments only (as generate passes them).")
+    step_positions = getattr(attachment.architecture, "step_positions", None)
+    if kwargs.get("position_ids") is None and step_positions is not None:  # Kosmos-2(.5): its generate passes none
+        ids = kwargs["input_ids"]
+        mask = _mask_so_far(cache, kwargs.get("attention_mask"), ids)
+        kwargs["position_ids"] = step_positions(model, mask, ids.shape[1])
+    if isinstance(cache, PairedStaticCache) and not cache.is_paired:
+        return _static_prefill(model, attachment, generation, cache, kwargs, forward)
+    if not cache.is_paired:
+        return _prefill(model, attachment, generation, cache, kwargs, forward)
+    return _decode_step(generation, cache, kwargs, forward)
+
+
+def _mask_so_far(cache, attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -> torch.Tensor:
+    """The 2D attention mask of the conditioned rows up to this call's last token: generate's own, or, where generate
+    passes a 4D one (a static cache's decoding steps), the paired static cache's."""
+    if attention_mask is not None and attention_mask.ndim == 2:
+        return attention_mask
+    length = int(cache.get_seq_length()) + input_ids.shape[1]
+    if isinstance(cache, PairedStaticCache) and cache.is_paired:
+        return cache.attention_mask[: input_ids.shape[0], :length]
+    return input_ids.new_ones(input_ids.shape[0], length)
+
+
+def _prompt_ids(generation, kwargs: dict) -> tuple[torch.Tensor, bool]:
+    """The prefill's token ids, and whether its forward gets them as `inputs_embeds` (the Q-Former families: the ids
+    are then the generate call's, repeated as generate repeats its rows for beams and returned sequences)."""
+    input_ids, embeds = kwargs.get("input_ids"), kwargs.get("inputs_embeds")
+    if input_ids is not None or embeds is None or generation.input_ids is None:
+        if input_ids is None:
+            raise ValueError(NEEDS_INPUT_IDS)
+        return input_ids, False
+    prompt = generation.input_ids.to(embeds.device)
+    if embeds.shape[0] % prompt.shape[0] or embeds.shape[1] != prompt.shape[1]:
+        raise ValueError(f"pnd: the language model's first forward got inputs_embeds of shape "
+                         f"{tuple(embeds.shape[:2])} for a prompt of {tuple(prompt.shape)} token ids; this model is "
+                         "not supported.")
+    return prompt.repeat_interleave(embeds.shape[0] // prompt.shape[0], dim=0), True
+
+
+def _prefill(model, attachment, generation, cache, kwargs, forward):
+    """The conditioned prompt and the prior rows on its text tokens alone (one call when packable), one cache."""
+    input_ids, embedded = _prompt_ids(generation, kwargs)
+    if embedded and (generation.contrast, generation.conversation, generation.blank_outputs) != (None, None, None):
+        raise ValueError(EMBEDDED_PROMPT)
+    if kwargs.get("position_ids") is None:
+        raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
+    mode = generation.normalizer.prior
+    if generation.contrast is not None:  # first: the conditioned call then sets what the model keeps (rope deltas)
+        prior = contrast_prefill(model, forward, generation.contrast, kwargs)
+        outputs = forward(**kwargs)
+    elif generation.conversation is not None:  # the new text on the returned cache; the prior over the conversation
+        outputs = forward(**kwargs)
+        prior = masked_prefill(model, *generation.conversation, mode, layer_states(cache))
+    elif generation.blank_outputs is not None:
+        outputs = forward(**kwargs)
+        prior = blank_prefill(model, forward, kwargs, generation.blank_outputs)
+    elif attachment.prefill == "auto" and not attachment.architecture.embeds_prompt and packs_prior(model, kwargs):
+        outputs, prior = packed_prefill(model, forward, kwargs, mode)
+    else:
+        outputs = forward(**kwargs)
+        reuse = attachment.prefill != "own_call_no_reuse"
+        shared = layer_states(cache) if reuse else None
+        prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
+                               shared, inputs=kwargs)
+    check_conditioned_logits(outputs.logits[:, -1], "generate")
+    cache.add_prior(prior)
+    generation.record(outputs.logits[:, -1], prior.logits)
+    return outputs
+
+
+def _static_prefill(model, attachment, generation, cache: PairedStaticCache, kwargs, forward):
+    """The prefill into a `PairedCache`, whose rows are then copied into the fixed-length cache of the decoding
+    steps."""
+    prefill = PairedCache(config=model.config.get_text_config(decoder=True))
+    outputs = _prefill(model, attachment, generation, prefill, {**kwargs, "past_key_values": prefill}, forward)
+    mask = kwargs.get("attention_mask")
+    cache.pair(prefill, torch.ones_like(_prompt_ids(generation, kwargs)[0]) if mask is None else mask)
+    outputs.past_key_values = cache
+    if getattr(outputs, "attentions", None) is not None:  # as a static-cache prefill returns them: a key per cache
+        keys = cache.get_max_length()  # slot, those after the prompt masked out (weight 0)
+        outputs.attentions = tuple(torch.nn.functional.pad(a, (0, keys - a.shape[-1])) for a in outputs.attentions)
+    return outputs
+
+
+def _paired_mask(cache, cond_mask: torch.Tensor | None, input_ids: torch.Tensor) -> torch.Tensor:
+    """The 2D attention mask of a decoding step, [conditioned rows; prior rows]."""
+    if isinstance(cache, PairedStaticCache):  # fixed for the whole call (generate's own mask is 4D there)
+        return cache.attention_mask
+    n, step = input_ids.shape
+    if cond_mask is None:
+        cond_mask = torch.ones(n, cache.get_seq_length() + step, dtype=torch.long, device=input_ids.device)
+    prior_mask = cond_mask.clone()
+    prompt_len = cache.prior_attends.shape[1]
+    prior_mask[:, :prompt_len] = cache.prior_attends.to(prior_mask.dtype)  # a contrast prompt has a mask of its own
+    return torch.cat([cond_mask, prior_mask])
+
+
+def _decode_step(generation, cache, kwargs, forward):
+    """One forward call on [conditioned rows; prior rows]; generate only sees the conditioned logits."""
+    input_ids = kwargs["input_ids"]
+    n = input_ids.shape[0]
+    paired = dict(kwargs)
+    for key in _PER_ROW_INPUTS:
+        if kwargs.get(key) is not None and key != "attention_mask":
+            paired[key] = torch.cat([kwargs[key], kwargs[key]])
+    paired["attention_mask"] = _paired_mask(cache, kwargs.get("attention_mask"), input_ids)
+    positions = kwargs["position_ids"]
+    batch_dim = 0 if positions.ndim == 2 else 1
+    prior_positions = positions - cache.prior_position_offset.unsqueeze(-1)
+    paired["position_ids"] = torch.cat([positions, prior_positions], dim=batch_dim)
+
+    with indexer_keys(paired["attention_mask"]):  # slot-anchored indexers choose among the keys each row sees
+        outputs = (generation.decode_forward or forward)(**paired)
+    logits = outputs.logits
+    outputs.logits = outputs.logits[:n]
+    for name in ("attentions", "hidden_states"):  # what the user sees describes the conditioned rows only
+        if getattr(outputs, name, None) is not None:
+            setattr(outputs, name, tuple(states[:n] for states in getattr(outputs, name)))
+    generation.record(outputs.logits[:, -1], logits[n:, -1])
+    return outputs
