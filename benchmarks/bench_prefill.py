@@ -21,8 +21,11 @@ import time
 from pathlib import Path
 
 import torch
-from bench_decode import ARCHS, build_model, generate, hardware, sync, video_inputs
+from prompts import video_inputs
+from reporting import hardware
 from results import write_section
+from shapes import ARCHS, build_model
+from timing import generate, sync
 
 import pnd
 

@@ -1,0 +1,72 @@
+"""The Markdown text of a decoding benchmark run: its setup line and tables of ratios to plain `generate`."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from timing import Failed
+
+
+def hardware(device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({torch.get_num_threads()} threads)"
+
+
+def method_table(rows, bases: dict) -> list[str]:
+    """Markdown rows of `rows` ([(name, Measured or Failed)]), each with its ratios to `bases[name]`."""
+    lines = ["| method | prefill (ms) | prefill ratio | per token (ms) | per-token ratio | peak memory (MB) | peak ratio |",
+             "|---|---|---|---|---|---|---|"]
+    for name, m in rows:
+        if isinstance(m, Failed):
+            lines.append(f"| {name} | fails: {m.error} | | | | | |")
+            continue
+        base = bases[name]
+        lines.append(f"| {name} | {m.prefill * 1e3:.1f} | {m.prefill / base.prefill:.2f}x | "
+                     f"{m.token * 1e3:.1f} | {m.token / base.token:.2f}x | {m.peak:.0f} | "
+                     f"{m.peak / base.peak:.2f}x |")
+    return lines
+
+
+def setup_line(model, args, device) -> str:
+    n_params = sum(p.numel() for p in model.parameters()) / 1e6
+    return (f"{hardware(device)}, torch {torch.__version__}, {args.dtype}; random {model.config.model_type} "
+            f"({args.size} shape, {n_params:,.1f} M parameters). {args.repeats} runs per method (per token: median time "
+            "between steps; prefill: time to the first step's scores, best of 3 more runs too). Greedy tokens of pnd == "
+            "the naive recompute's: checked in the run.")
+
+
+def report(model, inputs, args, device, peer_rows, mode_rows, note: str = "") -> str:
+    lines = [setup_line(model, args, device) + (f" {note}" if note else ""), "",
+             f"Greedy, batch 1, {inputs['input_ids'].shape[1]}-token prompt with a {args.frames}-frame video, "
+             f"{args.tokens} new tokens" + (f" (naive: {min(args.tokens, args.naive_tokens)}):" if any(
+                 name == "naive" for name, _ in peer_rows) else ":"), ""]
+    lines += method_table(peer_rows, {name: peer_rows[0][1] for name, _ in peer_rows})
+    if mode_rows:
+        lines += ["", f"pnd against plain `generate` by decoding mode ({args.modes_frames}-frame video, "
+                  f"{args.modes_tokens} new tokens; batch 8 = 8 prompts of different lengths, left-padded):", "",
+                  "| mode | batch | plain prefill (ms) | pnd prefill ratio | plain per token (ms) | pnd per-token ratio | "
+                  "plain on 2x rows, per-token ratio | pnd peak-memory ratio |", "|---|---|---|---|---|---|---|---|"]
+        for mode, batch, m in mode_rows:
+            plain, doubled, ours = m["plain"], m["plain, 2 rows"], m["pnd"]
+            failed = next((f for f in (plain, doubled, ours) if isinstance(f, Failed)), None)
+            if failed:  # e.g. video + beam search crashes in transformers itself (GLM-4V, Nemotron-H Omni)
+                lines.append(f"| {mode} | {batch} | fails: {failed.error} | | | | | |")
+                continue
+            lines.append(f"| {mode} | {batch} | {plain.prefill * 1e3:.1f} | {ours.prefill / plain.prefill:.2f}x"
+                         f" | {plain.token * 1e3:.1f} | {ours.token / plain.token:.2f}x | "
+                         f"{doubled.token / plain.token:.2f}x | {ours.peak / plain.peak:.2f}x |")
+    return "\n".join(lines)
+
+
+def static_report(model, inputs, args, device, static_rows) -> str:
+    measured = dict(static_rows)
+    lines = [setup_line(model, args, device), "",
+             f"Greedy, batch 1, {inputs['input_ids'].shape[1]}-token prompt with a {args.frames}-frame video, "
+             f"{args.tokens} new tokens, `cache_implementation=\"static\"`, eager or compiled (generate's "
+             f"`compile_config`: {args.compile_backend}, its defaults); each row's ratios are to plain with the same cache and "
+             "compilation:", ""]
+    plain = {name: measured[re.sub(r"^(pnd|plain, 2 rows)", "plain", name)] for name in measured}
+    lines += method_table(static_rows, plain)
+    return "\n".join(lines)
