@@ -68,7 +68,7 @@ def check_frames(video, where: str | None = None) -> None:
                          "(pnd.io.video.read_video(path, frames=8) samples frames from a file).")
     if not isinstance(video, (torch.Tensor, np.ndarray)):
         return
-    values = torch.as_tensor(video)
+    values = torch.as_tensor(video, device=video.device if torch.is_tensor(video) else "cpu")
     if values.ndim != 4:
         raise ValueError(f"{name} has shape {tuple(values.shape)}: pass one video as a (frames, 3, H, W) tensor (a "
                          "batch of videos is a list of such tensors).")

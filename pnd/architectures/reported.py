@@ -227,7 +227,7 @@ def carried_expansions(inputs: dict, input_ids=None, attention_mask=None) -> Exp
     attention_mask = inputs.get("attention_mask") if attention_mask is None else attention_mask
     if carried is None or input_ids is None:
         return None
-    carried, input_ids = torch.as_tensor(carried), torch.as_tensor(input_ids)
+    carried, input_ids = torch.as_tensor(carried, device="cpu"), torch.as_tensor(input_ids, device="cpu")  # read once
     if carried.shape != input_ids.shape:
         raise ValueError(f"{EXPANSION_KEY} has shape {tuple(carried.shape)} but input_ids {tuple(input_ids.shape)}: "
                          f"slice, pad and concatenate {EXPANSION_KEY} with input_ids, as attention_mask is "

@@ -63,9 +63,10 @@ def vcd_noise(pixel_values: torch.Tensor, noise_step: int = 500, seed: int = 0) 
     if not torch.is_tensor(pixel_values) or not pixel_values.is_floating_point():
         raise ValueError("vcd_noise takes the processor's normalized pixel values (a floating-point tensor), got "
                          f"{type(pixel_values).__name__}{'' if not torch.is_tensor(pixel_values) else ' of ' + str(pixel_values.dtype)}.")
-    betas = torch.sigmoid(torch.linspace(-6, 6, NOISE_STEPS)) * (0.5e-2 - 1e-5) + 1e-5  # float32, as VCD computes it
+    betas = torch.sigmoid(torch.linspace(-6, 6, NOISE_STEPS, device="cpu")) * (0.5e-2 - 1e-5) + 1e-5  # float32, as VCD computes it
     abar = torch.cumprod(1 - betas, dim=0)[noise_step]
-    eps = torch.randn(pixel_values.shape, generator=torch.Generator("cpu").manual_seed(seed), dtype=torch.float32)
+    eps = torch.randn(pixel_values.shape, generator=torch.Generator("cpu").manual_seed(seed), dtype=torch.float32,
+                      device="cpu")  # the same noise on every device
     x = pixel_values
     return abar.sqrt().to(x.device, x.dtype) * x + (1 - abar).sqrt().to(x.device, x.dtype) * eps.to(x.device, x.dtype)
 

@@ -121,7 +121,7 @@ def forced_logprobs(model, prefix: Prefix, chunk: list[list[int]]):
     ids = torch.zeros(n, longest, dtype=torch.long, device=device)
     mask = torch.zeros(n, longest, dtype=torch.long, device=device)
     for i, t in enumerate(chunk):  # right-padded: padding comes after every real token
-        ids[i, : len(t)], mask[i, : len(t)] = torch.tensor(t), 1
+        ids[i, : len(t)], mask[i, : len(t)] = torch.tensor(t, device=device), 1
     cache = cache_from_layers(model.config.get_text_config(decoder=True),
                               [map_states(lambda t: t.expand(n, *t.shape[1:]), state) for state in prefix.layers],
                               whole_prompt=True)  # the texts are generated tokens (Unlimited-OCR's window)

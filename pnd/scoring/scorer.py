@@ -71,6 +71,10 @@ class CaptionScorer:
             recurrent layers; False: one row per caption over a copy of the prefix each (the benchmark's
             baseline). Same scores.
 
+    Scores (and their `ScoreParts`) are float32 tensors on the CPU, whatever the model's device or dtype: a few
+    numbers per caption, gathered across prompts into ranking matrices; each batch of captions is copied to the CPU
+    once.
+
     Example:
         >>> import pnd
         >>> from pnd.testing import tiny_model, random_video
@@ -159,7 +163,8 @@ class CaptionScorer:
         _check_list(captions, "captions", "caption")
         tokens = [self.caption_ids(c) for c in captions]
         rows = [self._score_tokens(self.prompt_inputs(video, f"videos[{i}]"), tokens) for i, video in enumerate(videos)]
-        parts = ScoreParts(*map(torch.stack, zip(*rows))) if rows else ScoreParts(*[torch.empty(0, len(tokens))] * 3)
+        empty = ScoreParts(*[torch.empty(0, len(tokens), device="cpu")] * 3)
+        parts = ScoreParts(*map(torch.stack, zip(*rows))) if rows else empty
         return parts if return_parts else parts.normalized
 
     @torch.no_grad()
@@ -226,7 +231,7 @@ class CaptionScorer:
         conditional = self._caption_logprobs(prefix, tokens)
         prior = self._caption_priors(prefix, tokens)
         if self.reduction == "mean":
-            lengths = torch.tensor([len(t) for t in tokens], dtype=conditional.dtype)
+            lengths = torch.tensor([len(t) for t in tokens], dtype=conditional.dtype, device=conditional.device)
             conditional, prior = conditional / lengths, prior / lengths
         return ScoreParts(conditional - self.alpha * prior, conditional, prior)
 
@@ -261,7 +266,7 @@ class CaptionScorer:
                                  "prompt's inputs (a non-finite pixel value, a model in a dtype that overflows).")
             priors = {**priors, **{t: float(v) for t, v in zip(missing, values)}}
         self._prior_layout, self._priors = layout, priors
-        return torch.tensor([self._priors[tuple(t)] for t in tokens])
+        return torch.tensor([self._priors[tuple(t)] for t in tokens], device="cpu")  # scores: on the CPU
 
     def _prior_prefix(self, prefix: Prefix) -> Prefix:
         with expansions_given(prefix.expansions):
@@ -276,7 +281,7 @@ class CaptionScorer:
         Captions are batched in order of length, so that little of each batch is padding.
         """
         order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))
-        sums = torch.empty(len(tokens))
+        sums = torch.empty(len(tokens), device="cpu")  # scores are returned on the CPU, whatever the model's device
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             forced = teacher_forced(self.model, prefix, [tokens[i] for i in chunk], self.pack_captions)
