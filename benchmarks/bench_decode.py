@@ -200,12 +200,11 @@ def main(argv=None) -> str:
         tables[f"Decoding: {args.arch}, {args.size}, {hardware(device)}"] = report(
             model, inputs, args, device, peers(model, inputs, unconditional, args, device),
             modes(model, args, device) if args.modes_frames else [])
-    if args.method != "cpn":
-        pass
-    elif args.static != "skip" and not layer_plan(model.config.get_text_config(decoder=True)).static:
+    static_part = args.method == "cpn" and args.static != "skip"  # part 3 measures cpn
+    if static_part and not layer_plan(model.config.get_text_config(decoder=True)).static:
         print(f"Part 3 skipped: pnd's static cache holds attention layers only, {args.arch} has recurrent or indexed "
               "ones.")
-    elif args.static != "skip":
+    elif static_part:
         tables[f"Decoding, static cache and torch.compile: {args.arch}, {args.size}, {hardware(device)}"] = (
             static_report(model, inputs, args, device, static_cache(model, inputs, args, device)))
     for title, table in tables.items():

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 
 import bench_decode  # noqa: E402
 import bench_prefill  # noqa: E402
+import gpu_parts  # noqa: E402
 
 
 def test_decode_benchmark_runs_and_reports_every_method(tmp_path):
@@ -139,3 +140,18 @@ def test_decode_benchmark_method_rows(method, tmp_path):
         assert row in text
     if importlib.util.find_spec("mitigv"):
         assert f"| mitigv {label} |" in text and f"Greedy tokens of pnd's {label} and mitigv's: the same" in text
+
+
+def test_gpu_parts_writes_each_part_as_it_ends(tmp_path, monkeypatch):
+    """`gpu_check.sh`'s benchmark step: one file per part; a part that fails is written down and the next still runs."""
+    def broken(*args):
+        raise RuntimeError("planted")
+
+    monkeypatch.setattr(gpu_parts, "static_cache", broken)
+    gpu_parts.main([str(tmp_path), "--parts", "peers,m3id,static", "--size", "tiny", "--device", "cpu", "--dtype",
+                    "float32", "--frames", "2", "--tokens", "3", "--repeats", "1"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "llava_onevision_m3id.md", "llava_onevision_peers.md", "llava_onevision_static.md"]
+    assert "| pnd |" in (tmp_path / "llava_onevision_peers.md").read_text()
+    assert "| pnd M3ID |" in (tmp_path / "llava_onevision_m3id.md").read_text()
+    assert "RuntimeError: planted" in (tmp_path / "llava_onevision_static.md").read_text()
