@@ -4,10 +4,15 @@ import os
 import pytest
 import torch
 
-from pnd.testing import tiny_model
+from helpers import DEVICE, DTYPE, tiny_model
 
 # one thread per pytest-xdist worker (CI's 2 cores run 2 workers), 2 in one process, unless the caller chose
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)))
+if DEVICE.type == "cuda":  # bit-for-bit comparisons (alpha=0 is plain generate): deterministic kernels, no TF32
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when CUDA starts, which it has not yet
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
 
 
 @functools.cache
@@ -40,7 +45,7 @@ def tiny():
     for model_type, model in used:
         pnd.detach(model)
         # the cached models are shared by every later test: a test that changes one must use its own
-        assert model.dtype == torch.float32, "a test left a cached tiny model in another dtype"
+        assert model.dtype == DTYPE, "a test left a cached tiny model in another dtype"
         assert model.config.get_text_config(decoder=True)._attn_implementation == _built_attention(model_type), \
             "a test left a cached tiny model with another attention implementation"
 

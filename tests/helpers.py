@@ -1,13 +1,42 @@
 """Helpers shared by the test modules (test modules import from here and from reference.py, never from each other)."""
 
+import os
 import signal
 
 import av
 import numpy as np
 import psutil
 import torch
+from transformers import BatchFeature
+
+import pnd.testing
 
 PROMPTS = ("Describe the video.", "what colour is the shape? answer with one word.")
+# the suite's device and dtype (docs/testing.md, "On a GPU"): the tiny models, their inputs and what a test builds
+DEVICE = torch.device(os.environ.get("PND_TEST_DEVICE", "cpu"))
+DTYPE = getattr(torch, os.environ.get("PND_TEST_DTYPE", "float32"))
+
+
+def on_device(inputs):
+    """Processor outputs (a BatchFeature or a dict) on DEVICE, their floating tensors (pixels) in DTYPE."""
+    return BatchFeature(dict(inputs)).to(DEVICE, DTYPE)
+
+
+def on_device_model(model):
+    """`model` on DEVICE, its floating weights and buffers in DTYPE (`model.to(DTYPE)` would make complex buffers real:
+    Llama 4's rotary frequencies)."""
+    return model._apply(lambda t: t.to(DEVICE, DTYPE) if t.is_floating_point() else t.to(DEVICE))
+
+
+def tiny_model(model_type: str, **kwargs):
+    """`pnd.testing.tiny_model` on DEVICE, in DTYPE (`on_device_model`)."""
+    model, processor = pnd.testing.tiny_model(model_type, **kwargs)
+    return on_device_model(model), processor
+
+
+def tiny_inputs(*args, **kwargs):
+    """`pnd.testing.tiny_inputs` on DEVICE (`on_device`)."""
+    return on_device(pnd.testing.tiny_inputs(*args, **kwargs))
 
 
 def assert_scores_close(got, want):

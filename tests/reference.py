@@ -153,10 +153,11 @@ def _text_expansion(model, input_ids):
     for row, ids in enumerate(input_ids.tolist()):
         pieces = [tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in ids]
         assert "".join(pieces) == tokenizer.decode(ids, clean_up_tokenization_spaces=False)  # per-token text adds up
-        ends = torch.tensor([len(p) for p in pieces]).cumsum(0)
+        lengths = torch.tensor([len(p) for p in pieces], device=input_ids.device)
+        ends = lengths.cumsum(0)
         for match in re.finditer(TEXT_EXPANDED[model.config.model_type], "".join(pieces)):
             begin, end = match.span()
-            mask[row] |= (ends - torch.tensor([len(p) for p in pieces]) < end) & (ends > begin)
+            mask[row] |= (ends - lengths < end) & (ends > begin)
     return mask
 
 
@@ -214,7 +215,7 @@ def visual_positions(model, input_ids):
 def placeholder_positions(model, input_ids):
     """The image and video placeholder tokens alone (for most families only a part of the visual expansion)."""
     ids = [getattr(model.config, k, None) for k in ("image_token_id", "video_token_id")]
-    return torch.isin(input_ids, torch.tensor([i for i in ids if i is not None]))
+    return torch.isin(input_ids, torch.tensor([i for i in ids if i is not None], device=input_ids.device))
 
 
 def placeholders_only_removed(model, inputs, sequence):
@@ -262,8 +263,9 @@ def _decoded_replacements(tokenizer, out):
     for row, replacements in enumerate(out["text_replacement_offsets"]):
         kept = out["attention_mask"][row].bool()
         pieces = [tokenizer.decode([i], clean_up_tokenization_spaces=False) for i in out["input_ids"][row][kept]]
-        ends = torch.tensor([len(p) for p in pieces]).cumsum(0)
-        starts = ends - torch.tensor([len(p) for p in pieces])
+        lengths = torch.tensor([len(p) for p in pieces], device=kept.device)
+        ends = lengths.cumsum(0)
+        starts = ends - lengths
         for replacement in replacements:
             begin, end = replacement["new_span"]
             assert "".join(pieces)[begin:end] == replacement["replacement"]
@@ -340,6 +342,11 @@ def model_forward(model, sequence, prompt_length, **inputs):
     return model.language_model(inputs_embeds=embeds, **inputs)
 
 
+def additive_mask(allowed, dtype):
+    """An additive attention mask: 0 where `allowed`, the dtype's minimum elsewhere (on `allowed`'s device)."""
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
+
+
 def window_masks(model, mask, prompt_length):
     """The 2-D `mask`, or for a model with reference sliding-window attention (Unlimited-OCR), {layer type: additive
     4-D mask} written out: every token sees the attended slots before it (full attention), and in R-SWA layers only the
@@ -348,10 +355,11 @@ def window_masks(model, mask, prompt_length):
     config = model.config.get_text_config(decoder=True)
     if "reference_sliding_attention" not in (getattr(config, "layer_types", None) or ()):
         return mask
-    query, key = torch.arange(mask.shape[1])[:, None], torch.arange(mask.shape[1])[None, :]
+    slots = torch.arange(mask.shape[1], device=mask.device)
+    query, key = slots[:, None], slots[None, :]
     causal = (key <= query)[None] & mask.bool()[:, None, :]
     window = causal & ((key < prompt_length) | (query - key < config.sliding_window))
-    return {name: torch.zeros(seen.shape, dtype=model.dtype).masked_fill(~seen, torch.finfo(model.dtype).min)[:, None]
+    return {name: additive_mask(seen, model.dtype)[:, None]
             for name, seen in (("full_attention", causal), ("reference_sliding_attention", window))}
 
 
@@ -424,12 +432,12 @@ def position_binned_indexers(model, positions, valid):
 
     def block_mask(indexer, chosen, attention_mask, key_length, dtype, device, position_ids):
         blocks = int(positions.max()) // indexer.block_size + 1
-        picked = torch.zeros(*chosen.shape[:-1], blocks + 1, dtype=torch.bool)
+        picked = torch.zeros(*chosen.shape[:-1], blocks + 1, dtype=torch.bool, device=chosen.device)
         picked.scatter_(-1, chosen.masked_fill(chosen < 0, blocks), True)
         bins = (positions // indexer.block_size)[:, None, None, :].expand(*chosen.shape[:-1], -1)
         keep = picked.gather(-1, bins) & seen[:, None]  # (batch, indexer heads, queries, keys)
         keep = keep.repeat_interleave(model.config.get_text_config(decoder=True).num_attention_heads // keep.shape[1], 1)
-        return torch.zeros(keep.shape, dtype=dtype).masked_fill(~keep, torch.finfo(dtype).min)
+        return additive_mask(keep, dtype)
 
     before = [dict(vars(indexer)) for indexer in indexers]  # pnd's own forward, where pnd.attach put one
     for indexer in indexers:
@@ -488,11 +496,10 @@ def _window_masks(model, mask, slots):
         return mask
     behind = slots[:, :, None] - slots[:, None, :]  # (batch, queries, keys) in slots of the whole sequence
     allowed = mask.bool()[:, None, :] & (behind >= 0)
-    allowed |= torch.eye(mask.shape[1], dtype=torch.bool)  # a padding query sees itself
-    def additive(allowed):
-        return torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)[:, None]
-    per_type = {"full_attention": additive(allowed), "indexed_attention": additive(allowed),  # dots3's sparse layers
-                "sliding_attention": additive(allowed & (behind < config.sliding_window))}
+    allowed |= torch.eye(mask.shape[1], dtype=torch.bool, device=mask.device)  # a padding query sees itself
+    full = additive_mask(allowed, model.dtype)[:, None]
+    per_type = {"full_attention": full, "indexed_attention": full,  # dots3's sparse layers
+                "sliding_attention": additive_mask(allowed & (behind < config.sliding_window), model.dtype)[:, None]}
     return {kind: per_type.get(kind, mask) for kind in set(types)}  # recurrent layers: the 2-D padding mask
 
 

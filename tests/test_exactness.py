@@ -6,9 +6,9 @@ import torch
 import pnd
 from pnd.architectures import architecture_for
 from pnd.attachment import attachment_of
-from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES, TINY_ARCHITECTURES, tiny_inputs
+from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES, TINY_ARCHITECTURES
 
-from helpers import PROMPTS, assert_scores_close
+from helpers import DEVICE, PROMPTS, assert_scores_close, on_device, on_device_model, tiny_inputs, tiny_model
 from reference import PIXEL_KEYS, conditioned_positions, forced_scores, full_logits, greedy, visual_positions
 
 STEPS = 6
@@ -166,7 +166,7 @@ def _pixels_of(pixel_inputs, index, model, inputs):
         processor = attachment_of(model).processor
         suffix = "_videos" if "target_sizes_videos" in pixel_inputs else ""
         starts = processor.tokenizer.convert_tokens_to_ids([processor.image_start_token, processor.slice_start_token])
-        units = torch.isin(inputs["input_ids"], torch.tensor(starts)).sum(1).tolist()
+        units = torch.isin(inputs["input_ids"], torch.tensor(starts, device=DEVICE)).sum(1).tolist()
         first = sum(units[:index])
         pixels = pixel_inputs[f"pixel_values{suffix}"]  # (1, 3, patch, patches * patch)
         sizes = (pixel_inputs[f"target_sizes{suffix}"].prod(-1) * pixels.shape[-2]).tolist()
@@ -263,7 +263,7 @@ def test_prior_prefill_rides_in_the_conditioned_call(tiny, model_type, monkeypat
     ids, mask = inputs["input_ids"], inputs["attention_mask"]
     visual = visual_positions(model, ids)
     text = mask.bool() & ~visual
-    after_video = text & (torch.arange(ids.shape[1]) > visual.int().argmax(1, keepdim=True))
+    after_video = text & (torch.arange(ids.shape[1], device=DEVICE) > visual.int().argmax(1, keepdim=True))
     assert (text & ~after_video).any(1).all()  # every prompt has text before its video to reuse
     calls, out = _language_model_calls(model, lambda: pnd.attach(model).generate(
         **inputs, max_new_tokens=1, do_sample=False, return_dict_in_generate=True,
@@ -298,8 +298,6 @@ def test_other_threads_run_plain_attention_during_a_packed_call(tiny):
 def test_eager_attention_runs_the_prior_in_its_own_call():
     """Models without SDPA attention (or with a sliding window) get the prior's prefill as a language-model call
     of its own; same results."""
-    from pnd.testing import tiny_model
-
     model, processor = tiny_model("llava_onevision")
     model.set_attn_implementation("eager")
     inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
@@ -335,7 +333,7 @@ def test_videos_of_different_lengths_in_one_batch(tiny):
     texts = [processor.apply_chat_template([{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": t}]}],
                                            add_generation_prompt=True) for t in PROMPTS]
     videos = [random_video(1, frames=4, size=56), random_video(2, frames=8, size=84)]
-    inputs = processor(text=texts, videos=videos, return_tensors="pt", padding=True)
+    inputs = on_device(processor(text=texts, videos=videos, return_tensors="pt", padding=True))
     assert inputs["video_grid_thw"][0, 0] != inputs["video_grid_thw"][1, 0]
     out = generate(model, inputs, alpha=0.7, min_new_tokens=STEPS)
     ref_tokens, _ = greedy(model, inputs, 0.7, STEPS)
@@ -359,12 +357,13 @@ def test_llava_next_video_matches_brute_force():
         vision_feature_layer=-1, image_grid_pinpoints=[[32, 32]], spatial_pool_stride=2,
     )
     torch.manual_seed(0)
-    model = LlavaNextVideoForConditionalGeneration(config).eval()
+    model = on_device_model(LlavaNextVideoForConditionalGeneration(config).eval())
     sharpen_attention(model, 4.0)
     video = tokenizer.convert_tokens_to_ids("<video>")  # 4 frames x (32/8/2)^2 pooled tokens
     ids = torch.tensor([tokenizer("<|im_start|>user\n").input_ids + [video] * 16
                         + tokenizer("describe the video.<|im_end|>\n<|im_start|>assistant\n").input_ids])
-    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "pixel_values_videos": torch.randn(1, 4, 3, 32, 32)}
+    inputs = on_device({"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                        "pixel_values_videos": torch.randn(1, 4, 3, 32, 32)})
     out = generate(model, inputs, alpha=0.7, min_new_tokens=STEPS)
     ref_tokens, _ = greedy(model, inputs, 0.7, STEPS)
     assert torch.equal(out.sequences[:, -STEPS:], ref_tokens)

@@ -12,8 +12,8 @@ from pnd.architectures import Architecture, architecture_for
 from pnd.attachment import attachment_of
 from pnd.io.prompts import images_for, video_prompt
 from pnd.testing import FINDER_VIDEO_ARCHITECTURES, TINY_ARCHITECTURES, VIDEO_ARCHITECTURES, random_video
-from pnd.testing import tiny_inputs as tiny_inputs_of
 
+from helpers import DEVICE, on_device, tiny_inputs, tiny_model
 from reference import full_logits, processor_expansion, text_in_replacement, visual_positions
 
 # Cosmos 3 Edge's processor class (transformers 5.23) defaults to neither the video metadata nor mm_token_type_ids that
@@ -32,10 +32,10 @@ def _expansions(processor, modality):
     """(input_ids, processor's replaced-span mask) of a left-padded batch of two prompts with one visual each."""
     texts = [video_prompt(processor, p, modality) for p in ("Describe it.", "what colour is the shape? answer.")]
     if modality == "image":
-        return processor_expansion(processor, texts,
-                                   images=images_for(processor, [[random_video(i, frames=1, size=64)[0]] for i in range(2)]))
-    return processor_expansion(processor, texts, videos=[random_video(0), random_video(1)],
-                               video_metadata=_metadata(2) * 2)
+        visuals = {"images": images_for(processor, [[random_video(i, frames=1, size=64)[0]] for i in range(2)])}
+    else:
+        visuals = {"videos": [random_video(0), random_video(1)], "video_metadata": _metadata(2) * 2}
+    return tuple(t.to(DEVICE) for t in processor_expansion(processor, texts, **visuals))
 
 
 # per family: {modality it takes: whether the processor writes more than placeholders for it}
@@ -86,7 +86,8 @@ def test_expansion_mask_is_what_the_processor_replaced(tiny, model_type, modalit
 def _timestamped(processor, fps, first=0):
     """One video's processor outputs, its 4 frames sampled at `fps` from frame `first` on."""
     text = [video_prompt(processor, "Describe the video.")]
-    return processor(text=text, videos=[random_video(0)], video_metadata=_metadata(fps, first), return_tensors="pt")
+    return on_device(processor(text=text, videos=[random_video(0)], video_metadata=_metadata(fps, first),
+                               return_tensors="pt"))
 
 
 def _assert_prior_hides_timestamps(model, processor, fps_pair, first=0):
@@ -110,7 +111,7 @@ def test_the_tiny_models_visual_input_changes_the_logits(tiny, model_type):
     features fails its reference. The tiny builders scale what a random init leaves too faint."""
     model, processor = tiny(model_type)
     image = model_type not in VIDEO_ARCHITECTURES
-    one, other = (tiny_inputs_of(processor, model_type, ("Describe it.",), seed=seed, image=image) for seed in (0, 5))
+    one, other = (tiny_inputs(processor, model_type, ("Describe it.",), seed=seed, image=image) for seed in (0, 5))
     with torch.no_grad():
         change = (model(**one).logits[:, -1].float() - model(**other).logits[:, -1].float()).abs().max()
     assert change > 1e-2, f"{model_type}: another visual input changes the logits by {float(change):.1e} only"
@@ -167,7 +168,7 @@ def test_unpaired_vision_delimiters_are_an_error(tiny):
 
 def test_a_placeholder_outside_a_vision_block_is_an_error(tiny):
     model, _ = tiny("qwen3_vl")
-    ids = torch.tensor([[5, 6, model.config.video_token_id, 7, 8]])
+    ids = torch.tensor([[5, 6, model.config.video_token_id, 7, 8]], device=DEVICE)
     with pytest.raises(ValueError, match="outside a Qwen3-VL"):
         pnd.prior_logits(model, input_ids=ids)
 
@@ -175,8 +176,6 @@ def test_a_placeholder_outside_a_vision_block_is_an_error(tiny):
 @pytest.mark.parametrize("model_type", ["qwen3_vl", "glm4v", "internvl", "smolvlm", "video_llama_3"])
 def test_own_call_prefill_matches_brute_force(model_type):
     """The prior's prefill as a language-model call of its own (no packing) gives the reference's tokens too."""
-    from pnd.testing import tiny_inputs, tiny_model
-
     from reference import greedy
 
     model, processor = tiny_model(model_type)
@@ -200,7 +199,6 @@ def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     from transformers import AutoProcessor
 
     from pnd.io.video import read_video, write_video
-    from pnd.testing import tiny_model
 
     model, processor = tiny_model(model_type)
     model.save_pretrained(tmp_path / "model")
@@ -209,13 +207,14 @@ def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     write_video(tmp_path / "v.mp4", random_video(0, frames=8, size=56 if model_type.startswith(("gemma4", "minimax")) else 64))
     script = pathlib.Path(sys.executable).with_name("pnd")
     subprocess.run([script, "caption", tmp_path / "v.mp4", "--model", tmp_path / "model", "--alpha", "0.5",
+                    "--device", str(DEVICE), "--dtype", "auto",  # the model's own, as it runs here
                     "--frames", "4", "--max-new-tokens", "6", "--out", tmp_path / "out.jsonl"], check=True,
                    capture_output=True)
     got = json.loads((tmp_path / "out.jsonl").read_text())["caption"]
     processor = AutoProcessor.from_pretrained(tmp_path / "model")  # what the command loads (instance settings gone)
     pnd.attach(model, processor)
-    inputs = processor(text=[video_prompt(processor, "Describe the video.")],
-                       videos=[read_video(tmp_path / "v.mp4", 4)], return_tensors="pt")
+    inputs = on_device(processor(text=[video_prompt(processor, "Describe the video.")],
+                                 videos=[read_video(tmp_path / "v.mp4", 4)], return_tensors="pt"))
     out = model.generate(**inputs, max_new_tokens=6, do_sample=False, logits_processor=[pnd.PriorNormalized(0.5)])
     assert got == processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
 
@@ -225,7 +224,6 @@ def test_pnd_caption_on_an_image_only_family_says_so(tmp_path, model_type):
     """A saved model whose processor takes images only: pnd caption stops with the reason, writing nothing."""
     from pnd.cli import main
     from pnd.io.video import write_video
-    from pnd.testing import tiny_model
 
     model, processor = tiny_model(model_type)
     model.save_pretrained(tmp_path / "model")
@@ -250,8 +248,6 @@ def test_pnd_models_lists_every_family(capsys):
 def test_internvl_prior_hides_frame_labels(tiny):
     """InternVL's `FrameN:` labels: the prior equals the brute-force forward with the whole expansion masked (read by
     the reference from the prompt's text), which a forward with the placeholders masked only does not."""
-    from pnd.testing import tiny_inputs
-
     model, processor = tiny("internvl")
     inputs = tiny_inputs(processor, "internvl", ("Describe the video.",))
     reference = full_logits(model, inputs, inputs["input_ids"], prior=True)
@@ -263,8 +259,6 @@ def test_internvl_prior_hides_frame_labels(tiny):
 def test_family_needs_its_processor(model_type):
     """InternVL's frame labels are text no token bounds, MiniCPM-V's delimiters have the processor's ids: without
     the processor the prior refuses, naming the fix."""
-    from pnd.testing import tiny_inputs, tiny_model
-
     model, processor = tiny_model(model_type)
     inputs = tiny_inputs(processor, model_type)
     attachment_of(model).processor = None
@@ -277,10 +271,8 @@ def test_family_needs_its_processor(model_type):
 
 def test_internvl_prompt_the_processor_did_not_build_is_an_error(tiny):
     """A hand-made prompt, or a processor-built one changed afterwards: its expansion is unknown, never guessed."""
-    from pnd.testing import tiny_inputs
-
     model, processor = tiny("internvl")
-    ids = processor.tokenizer(["user <IMG_CONTEXT> describe it."], return_tensors="pt").input_ids
+    ids = processor.tokenizer(["user <IMG_CONTEXT> describe it."], return_tensors="pt").input_ids.to(DEVICE)
     with pytest.raises(ValueError, match=r"InternVL visual expansion of prompt row\(s\) \[0\] .* is unknown"):
         pnd.prior_logits(model, input_ids=ids)
     inputs = tiny_inputs(processor, "internvl")
@@ -312,8 +304,8 @@ def test_prior_hides_the_timestamps_the_processor_writes(tiny, model_type, fps):
     MM:SS:`; VideoLLaMA3: `Time t.ts:`; the finder's families as listed), same token count: the same prior, the
     brute-force one; the placeholder-only prior differs."""
     model, processor = tiny(model_type)
-    fast, slow = (processor(text=[video_prompt(processor, "Describe the video.")], videos=[random_video(0)],
-                            video_metadata=_metadata(rate), return_tensors="pt") for rate in fps)
+    fast, slow = (on_device(processor(text=[video_prompt(processor, "Describe the video.")], videos=[random_video(0)],
+                                      video_metadata=_metadata(rate), return_tensors="pt")) for rate in fps)
     assert fast["input_ids"].shape == slow["input_ids"].shape and not torch.equal(fast["input_ids"], slow["input_ids"])
     prior = pnd.prior_logits(model, **fast)
     torch.testing.assert_close(prior, pnd.prior_logits(model, **slow), atol=1e-5, rtol=0)
@@ -327,7 +319,7 @@ def test_lfm2_vl_prior_hides_the_tile_grid(tiny):
     layer); the placeholder-only prior differs."""
     model, processor = tiny("lfm2_vl")
     text = [video_prompt(processor, "Describe the image.", "image")]
-    square, wide = (processor(text=text, images=[[image]], return_tensors="pt")
+    square, wide = (on_device(processor(text=text, images=[[image]], return_tensors="pt"))
                     for image in (random_video(0, frames=1, size=64)[0], random_video(0, frames=1, size=128)[0, :, :32]))
     assert square["input_ids"].shape == wide["input_ids"].shape
     assert not torch.equal(square["input_ids"], wide["input_ids"])
@@ -347,7 +339,8 @@ def test_lfm2_vl_expansion_of_two_images_in_a_prompt(tiny, special_tokens):
         {"type": "image"}, {"type": "text", "text": question}, {"type": "image"}]}], add_generation_prompt=True)
         for question in ("Describe it.", "what colour is the shape? answer.")]
     images = [[random_video(i, frames=1, size=64)[0], random_video(i, frames=1, size=32)[0]] for i in range(2)]
-    ids, replaced = processor_expansion(processor, texts, images=images, use_image_special_tokens=special_tokens)
+    ids, replaced = (t.to(DEVICE) for t in processor_expansion(processor, texts, images=images,
+                                                                use_image_special_tokens=special_tokens))
     assert torch.equal(replaced, ids == model.config.image_token_id) != special_tokens
     assert torch.equal(architecture_for(model).expansion(model, ids), replaced)
 
@@ -355,10 +348,8 @@ def test_lfm2_vl_expansion_of_two_images_in_a_prompt(tiny, special_tokens):
 def test_lfm2_vl_needs_its_processor_and_whole_image_blocks(tiny):
     """LFM2-VL's image delimiters are tokenizer ids its config lacks: without the processor, or with another family's,
     the prior refuses, naming the fix; a prompt cut inside an image block (its extent unknown) is an error."""
-    from pnd.testing import tiny_model
-
     model, processor = tiny_model("lfm2_vl")
-    inputs = tiny_inputs_of(processor, "lfm2_vl")
+    inputs = tiny_inputs(processor, "lfm2_vl")
     attachment_of(model).processor = None
     with pytest.raises(ValueError, match=r"<\|image_start\|>.*pnd.attach\(model, processor\)"):
         pnd.prior_logits(model, **inputs)
@@ -379,7 +370,7 @@ def test_smolvlm_language_model_is_its_text_model(tiny):
     calls = []
     hook = model.model.text_model.register_forward_pre_hook(lambda *args: calls.append(1))
     try:
-        pnd.prior_logits(model, **tiny_inputs_of(processor, "smolvlm"))
+        pnd.prior_logits(model, **tiny_inputs(processor, "smolvlm"))
     finally:
         hook.remove()
     assert calls == [1]
@@ -389,7 +380,7 @@ def test_smolvlm_blank_prior_uses_frames_that_are_not_all_zero(tiny):
     """SmolVLM drops all-zero frames as padding, so prior="blank" runs the model on black frames (-1 after
     normalization): its scores are the brute-force ones on such frames."""
     model, processor = tiny("smolvlm")
-    inputs = tiny_inputs_of(processor, "smolvlm")
+    inputs = tiny_inputs(processor, "smolvlm")
     with torch.no_grad(), pytest.raises(ValueError, match="features and image tokens do not match"):
         model(**{**inputs, "pixel_values": torch.zeros_like(inputs["pixel_values"])})  # the frames are dropped
     black = {**inputs, "pixel_values": torch.full_like(inputs["pixel_values"], -1.0)}

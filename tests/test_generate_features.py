@@ -20,9 +20,8 @@ from transformers import (
 from transformers.generation.streamers import BaseStreamer
 
 import pnd
-from pnd.testing import tiny_inputs, tiny_model
 
-from helpers import PROMPTS
+from helpers import DEVICE, DTYPE, PROMPTS, tiny_inputs, tiny_model
 from reference import PIXEL_KEYS, conditioned_positions, full_logits
 
 STEPS, ALPHA = 5, 0.7
@@ -114,7 +113,7 @@ def test_streamer_and_stopping_criteria(tiny):
 
     class StopAfterThree(StoppingCriteria):
         def __call__(self, input_ids, scores, **kwargs):
-            return torch.full((input_ids.shape[0],), input_ids.shape[1] >= length + 3)
+            return torch.full((input_ids.shape[0],), input_ids.shape[1] >= length + 3, device=input_ids.device)
 
     streamer = Collect()
     out = pnd.attach(model).generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
@@ -140,7 +139,7 @@ def test_decoding_step_attentions_hidden_states_and_cache_describe_the_condition
             assert [t.shape for t in got] == [t.shape for t in want]
     # the last step's last hidden state and the returned cache equal a from-scratch conditioned forward's
     sequence = out.sequences[:, :-1]
-    mask = torch.cat([inputs["attention_mask"], torch.ones(n, STEPS - 1, dtype=torch.long)], 1)
+    mask = torch.cat([inputs["attention_mask"], torch.ones(n, STEPS - 1, dtype=torch.long, device=DEVICE)], 1)
     with torch.no_grad():
         scratch = model(input_ids=sequence, attention_mask=mask, use_cache=True, output_hidden_states=True,
                         position_ids=conditioned_positions(model, sequence, mask, inputs),
@@ -159,9 +158,9 @@ def test_decoding_step_attentions_hidden_states_and_cache_describe_the_condition
 @pytest.mark.parametrize("kwargs, named", [
     ({"prefill_chunk_size": 8}, "prefill_chunk_size=8"),
     ({"prompt_lookup_num_tokens": 3}, "prompt_lookup_num_tokens=3"),
-    ({"negative_prompt_ids": torch.tensor([[1, 2]])}, "generate(..., negative_prompt_ids=...)"),
+    ({"negative_prompt_ids": torch.tensor([[1, 2]], device=DEVICE)}, "generate(..., negative_prompt_ids=...)"),
     ({"use_cache": False}, "use_cache=False"),
-    ({"inputs_embeds": torch.zeros(1, 3, 8)}, "generate(..., inputs_embeds=...)"),
+    ({"inputs_embeds": torch.zeros(1, 3, 8, device=DEVICE, dtype=DTYPE)}, "generate(..., inputs_embeds=...)"),
     ({"cache_implementation": "offloaded_static"}, "cache_implementation='offloaded_static'"),
 ])
 def test_refusals_name_the_users_own_setting(tiny, kwargs, named):
@@ -192,10 +191,10 @@ def conversation(inputs, sequences, new_text):
     """The processor's inputs for the whole conversation: the earlier prompt and answers (`sequences`), then
     `new_text` (token ids) on every row."""
     n, added = sequences.shape[0], sequences.shape[1] - inputs["input_ids"].shape[1] + len(new_text)
-    whole = dict(inputs, input_ids=torch.cat([sequences, torch.tensor([new_text] * n)], 1))
+    whole = dict(inputs, input_ids=torch.cat([sequences, sequences.new_tensor([new_text] * n)], 1))
     for key in ("attention_mask", "mm_token_type_ids"):
         if key in inputs:
-            whole[key] = torch.cat([inputs[key], torch.full((n, added), int(key == "attention_mask"))], 1)
+            whole[key] = torch.cat([inputs[key], inputs[key].new_full((n, added), int(key == "attention_mask"))], 1)
     return whole
 
 
@@ -237,8 +236,8 @@ def test_continuing_a_conversation_is_refused_where_it_cannot_be_exact(tiny, kwa
         model.generate(**conversation(inputs, first.sequences, [11]), past_key_values=first.past_key_values,
                        max_new_tokens=2, **{"logits_processor": [pnd.PriorNormalized(0.5)], **kwargs})
     with pytest.raises(ValueError, match="pass the whole conversation"):  # only the new text as input_ids
-        model.generate(input_ids=torch.tensor([[11]]), past_key_values=first.past_key_values, max_new_tokens=2,
-                       logits_processor=[pnd.PriorNormalized(0.5)])
+        model.generate(input_ids=torch.tensor([[11]], device=DEVICE), past_key_values=first.past_key_values,
+                       max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
 
 
 def test_right_padded_prompt_is_explained(tiny):

@@ -11,9 +11,8 @@ import pytest
 import torch
 
 import pnd
-from pnd.testing import tiny_inputs
 
-from helpers import PROMPTS
+from helpers import DEVICE, PROMPTS, on_device, tiny_inputs
 from reference import (
     PIXEL_KEYS,
     conditioned_positions,
@@ -45,8 +44,9 @@ def _span_visible_to_recurrent_layers(model, inputs, sequence):
     length = sequence.shape[1]
     keys = torch.ones_like(sequence, dtype=torch.bool)
     keys[:, : inputs["input_ids"].shape[1]] = ~visual_positions(model, inputs["input_ids"])
-    causal = torch.ones(length, length, dtype=torch.bool).tril()
-    allowed = causal & keys[:, None, :] | torch.eye(length, dtype=torch.bool)  # a masked query sees itself: no NaN
+    causal = torch.ones(length, length, dtype=torch.bool, device=DEVICE).tril()
+    itself = torch.eye(length, dtype=torch.bool, device=DEVICE)  # a masked query sees itself: no NaN
+    allowed = causal & keys[:, None, :] | itself
     positions = conditioned_positions(model, sequence, sequence_mask(inputs, sequence), inputs)
     pixels = {k: inputs[k] for k in PIXEL_KEYS if k in inputs}
     with torch.no_grad():
@@ -169,7 +169,7 @@ def test_hybrid_batch_selection_moves_both_halves_of_every_layer(tiny, model_typ
     model, processor = tiny(model_type)
     cache = _prefill_calls(model, tiny_inputs(processor, model_type, PROMPTS))[0]["past_key_values"]
     before = [_tensors(layer) for layer in cache.layers]
-    cache.batch_select_indices(torch.tensor([1]))
+    cache.batch_select_indices(torch.tensor([1], device=DEVICE))
     for layer, tensors in zip(cache.layers, before):
         for now, then in zip(_tensors(layer), tensors):
             assert torch.equal(now, then[[1, 3]])  # [conditioned row 1; prior row 1] of 2 + 2 rows
@@ -206,15 +206,15 @@ def test_qwen3_5_prior_does_not_depend_on_the_timestamps(tiny):
     """Two videos whose expansions differ only in their `<t seconds>` text: the same prior, the reference's."""
     model, processor = tiny("qwen3_5")
     text = [pnd.io.prompts.video_prompt(processor, "Describe the video.")]
-    runs = [processor(text=text, videos=[pnd.testing.random_video(0)], return_tensors="pt",
-                      video_metadata=[{"fps": fps, "total_num_frames": 4, "frames_indices": [0, 1, 2, 3]}])
+    runs = [on_device(processor(text=text, videos=[pnd.testing.random_video(0)], return_tensors="pt",
+                                video_metadata=[{"fps": fps, "total_num_frames": 4, "frames_indices": [0, 1, 2, 3]}]))
             for fps in (24, 0.5)]
     assert runs[0]["input_ids"].shape == runs[1]["input_ids"].shape
     assert not torch.equal(runs[0]["input_ids"], runs[1]["input_ids"])
     priors = [pnd.prior_logits(model, **inputs) for inputs in runs]
     torch.testing.assert_close(priors[0], priors[1], atol=1e-5, rtol=0)
-    torch.testing.assert_close(priors[0], full_logits(model, runs[0], runs[0]["input_ids"], prior=True), atol=1e-4,
-                               rtol=0)
+    torch.testing.assert_close(priors[0].float(), full_logits(model, runs[0], runs[0]["input_ids"], prior=True),
+                               atol=1e-4, rtol=0)
     leaky = [placeholders_only_removed(model, inputs, inputs["input_ids"]) for inputs in runs]
     assert not torch.allclose(leaky[0], leaky[1], atol=1e-3)
 
@@ -236,7 +236,8 @@ def test_hybrid_text_prior_mode_is_the_prompt_without_its_expansion(tiny, model_
     for k, scores in enumerate(out.scores):
         sequence = torch.cat([inputs["input_ids"], generated[:, :k]], 1)
         with torch.no_grad():
-            prior = torch.log_softmax(model(input_ids=torch.cat([text_only, generated[:, :k]], 1)).logits[:, -1], -1)
+            logits = model(input_ids=torch.cat([text_only, generated[:, :k]], 1)).logits[:, -1]
+            prior = torch.log_softmax(logits.float(), -1)
         got = torch.log_softmax(full_logits(model, inputs, sequence, prior=False), -1) - scores
         finite = torch.isfinite(scores)  # min_new_tokens bans EOS
         torch.testing.assert_close(got[finite], prior[finite], atol=1e-4, rtol=0)

@@ -20,9 +20,9 @@ from pnd.architectures.layers import LAYER_KINDS, LayerKind, layer_plan
 from pnd.decoding import prior
 from pnd.decoding.cache import PairedCache
 from pnd.io.prompts import video_prompt
-from pnd.testing import TINY_ARCHITECTURES, random_video, tiny_inputs, tiny_model
+from pnd.testing import TINY_ARCHITECTURES, random_video
 
-from helpers import PROMPTS
+from helpers import DEVICE, PROMPTS, on_device, tiny_inputs, tiny_model
 from reference import conditioned_positions, forced_scores, greedy, kept_tokens_forward, visual_positions
 
 STEPS = 6
@@ -241,9 +241,9 @@ def _minimax_inputs(processor, prompts=MINIMAX_PROMPTS, image=False, seed=0):
     texts = [video_prompt(processor, prompt, "image" if image else "video") for prompt in prompts]
     visuals = [random_video(seed + i) for i in range(len(prompts))]
     if image:
-        return processor(text=texts, images=[[v[0]] for v in visuals], return_tensors="pt", padding=True)
+        return on_device(processor(text=texts, images=[[v[0]] for v in visuals], return_tensors="pt", padding=True))
     metadata = [{"fps": 2, "total_num_frames": 4, "frames_indices": [0, 1, 2, 3]}] * len(prompts)
-    return processor(text=texts, videos=visuals, video_metadata=metadata, return_tensors="pt", padding=True)
+    return on_device(processor(text=texts, videos=visuals, video_metadata=metadata, return_tensors="pt", padding=True))
 
 
 @pytest.fixture
@@ -410,7 +410,7 @@ def test_minimax_paired_cache_moves_the_indexer_keys_and_returns_the_conditioned
                                        want_tensor.transpose(1, 2)[compact], atol=1e-4, rtol=0)
     assert sum(isinstance(state, IndexedState) and state.indexer_keys is not None for state in states) == 2
     before = [list(state) for state in states]
-    cache.batch_select_indices(torch.tensor([1]))
+    cache.batch_select_indices(torch.tensor([1], device=DEVICE))
     for state, then in zip(layer_states(cache), before):
         for now, old in zip(state, then):
             assert (now is None) == (old is None) and (now is None or torch.equal(now, old[[1, 3]]))
@@ -436,13 +436,13 @@ def _noise_in_hidden_prior_slots(monkeypatch):
     def noisy(self, prior):
         add_prior(self, prior)
         n, length = prior.attends.shape
-        generator = torch.Generator().manual_seed(0)
+        generator = torch.Generator().manual_seed(0)  # drawn on the CPU: the same noise on every device
 
         def noise(t):  # a sliding-window layer (dots3's) holds the prompt's last slots only
             held = min(length, t.shape[2])
             rows = t[n:, :, :held]
             hidden = torch.where(prior.attends[:, None, length - held :, None], rows,
-                                 10 * torch.randn(rows.shape, generator=generator, dtype=rows.dtype))
+                                 10 * torch.randn(rows.shape, generator=generator, dtype=rows.dtype).to(DEVICE))
             return torch.cat([t[:n], torch.cat([hidden, t[n:, :, held:]], 2)])
 
         for layer, state in zip(self.layers, layer_states(self)):

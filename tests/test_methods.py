@@ -13,9 +13,9 @@ from transformers import DynamicCache
 import pnd
 from pnd.architectures import architecture_for
 from pnd.io.prompts import images_for, pixel_values_kwargs
-from pnd.testing import TINY_ARCHITECTURES, random_video, tiny_inputs
+from pnd.testing import TINY_ARCHITECTURES, random_video
 
-from helpers import PROMPTS
+from helpers import DEVICE, PROMPTS, on_device, tiny_inputs
 from reference import contrast_prior, masked_prior, method_forced, method_greedy, text_prior
 
 STEPS = 5
@@ -69,12 +69,12 @@ def icd(processor, model_type, prompts=PROMPTS):
             for p, v in zip(prompts, visuals)]
     current = pixel_values_kwargs(processor)  # Fuyu's pixel_values, not its deprecated image_patches
     if model_type in ONE_VIDEO_PER_CALL:
-        return left_padded([pnd.icd_inputs(processor, m, **v, **current) for m, v in rows],
-                           processor.tokenizer.pad_token_id)
+        return on_device(left_padded([pnd.icd_inputs(processor, m, **v, **current) for m, v in rows],
+                                     processor.tokenizer.pad_token_id))
     together = {key: [x for _, v in rows for x in v[key]] for key in rows[0][1]}
     together["images"] = images_for(processor, together["images"]) if "images" in together else None
-    return pnd.icd_inputs(processor, [m for m, _ in rows], **{k: v for k, v in together.items() if v is not None},
-                          **current)
+    return on_device(pnd.icd_inputs(processor, [m for m, _ in rows],
+                                    **{k: v for k, v in together.items() if v is not None}, **current))
 
 
 def noised(inputs, noise_step=500, seed=0):
@@ -234,7 +234,7 @@ def test_zero_weight_is_plain_generate(tiny, mode):
 def text_only(processor, prompts):
     texts = [processor.apply_chat_template([{"role": "user", "content": [{"type": "text", "text": p}]}],
                                            add_generation_prompt=True) for p in prompts]
-    return processor(text=texts, return_tensors="pt", padding=True)
+    return on_device(processor(text=texts, return_tensors="pt", padding=True))
 
 
 def contrast_case(processor, model_type, inputs, kind):
@@ -282,7 +282,8 @@ def test_vcd_and_icd_on_every_family(tiny, model_type):
         tokens, scores = method_greedy(model, inputs, STEPS, contrastive(1.0), contrast_prior(reference), banned)
         assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1] :], tokens)
         got, want = torch.stack(out.scores, 1), torch.stack(scores, 1)
-        assert torch.equal(torch.isfinite(got), torch.isfinite(want).index_fill(-1, torch.tensor(banned), False))
+        banned_ids = torch.tensor(banned, device=DEVICE)
+        assert torch.equal(torch.isfinite(got), torch.isfinite(want).index_fill(-1, banned_ids, False))
         torch.testing.assert_close(got[torch.isfinite(got)], want[torch.isfinite(got)], atol=2e-4, rtol=0)
 
 
@@ -422,7 +423,8 @@ def test_generate_captions_runs_each_method(tiny, name):
     settings = {"m3id": {"forgetting_rate": 0.6, "gate": 1.0}}.get(name, {})
     caption = generate_captions(pnd.attach(model), processor, [video], None, max_new_tokens=STEPS, method=name,
                                 settings=settings)[0]
-    inputs = processor(text=[video_prompt(processor, "Describe the video.")], videos=[video], return_tensors="pt")
+    inputs = on_device(processor(text=[video_prompt(processor, "Describe the video.")], videos=[video],
+                                 return_tensors="pt"))
     combine, prior = {"vcd": (contrastive(1.0, 0.1), contrast_prior(noised(inputs))),
                       "icd": (contrastive(1.0, 0.1), contrast_prior(icd(processor, "llava_onevision", PROMPTS[:1]))),
                       "m3id": (m3id(0.6, 1.0), text_prior)}[name]
@@ -452,7 +454,7 @@ def test_explain_with_a_method_equals_brute_force(tiny, name):
     for tokens, want in ((result.plain, plain), (result.normalized, normalized)):
         ids = [t.token_id for t in tokens]
         assert ids == want[: len(ids)] and ids
-        generated = torch.tensor([ids])
+        generated = torch.tensor([ids], device=DEVICE)
         with torch.no_grad():
             c, p, s = (method_forced(model, inputs, generated, view, prior)[0]
                        for view in (lambda c, p, t: c, lambda c, p, t: p, combine))
@@ -493,9 +495,10 @@ def test_pnd_caption_method_records(tmp_path, name, settings):
     write_mp4(tmp_path / "a.mp4", 8)
     out = tmp_path / "c.jsonl"
     main(["caption", str(tmp_path / "a.mp4"), "--out", str(out), "--method", name, "--method-args", settings,
-          "--max-new-tokens", "6", "--workers", "0"])
+          "--max-new-tokens", "6", "--workers", "0", "--device", str(DEVICE), "--dtype", "auto"])
     record = json.loads(out.read_text().splitlines()[0])
     model, processor = load_demo_model()
+    model.to(DEVICE)  # where the command ran it
     want = generate_captions(pnd.attach(model), processor, [read_video(tmp_path / "a.mp4", 8)], None, max_new_tokens=6,
                              method=name, settings=parse_settings(settings))[0]
     assert record["caption"] == want and record["method"] == name
@@ -514,12 +517,13 @@ def test_lmms_eval_model_args_method(tmp_path, args):
     from PIL import Image
 
     from pnd.integrations.lmms_eval import PndHf
-    from pnd.testing import tiny_model
+
+    from helpers import tiny_model
 
     model, processor = tiny_model("llava_onevision")
     model.save_pretrained(tmp_path / "model")
     processor.save_pretrained(tmp_path / "model")
-    lm = PndHf(pretrained=str(tmp_path / "model"), device="cpu", **args)
+    lm = PndHf(pretrained=str(tmp_path / "model"), device=str(DEVICE), **args)
     image = Image.fromarray(np.random.default_rng(3).integers(0, 256, (40, 48, 3), dtype=np.uint8))
     lm.task_dict = {"t": {"test": [{"image": image}]}}
     question = "Is there a cat? Please answer yes or no."
@@ -530,7 +534,7 @@ def test_lmms_eval_model_args_method(tmp_path, args):
         prompt = processor.apply_chat_template([{"role": "user", "content": [{"type": "image"},
                                                                             {"type": "text", "text": text}]}],
                                                add_generation_prompt=True)
-        return processor(text=[prompt], images=[[image]], return_tensors="pt")
+        return on_device(processor(text=[prompt], images=[[image]], return_tensors="pt"))
 
     inputs = inputs_for(question)
     combine, prior = {"icd": (contrastive(0.5, 0.1), contrast_prior(inputs_for(pnd.decoding.contrast.ICD_INSTRUCTION
@@ -547,8 +551,8 @@ def test_lmms_eval_model_args_method(tmp_path, args):
     for choice, (loss, greedy) in zip(choices, losses):
         ids = processor.tokenizer(choice, add_special_tokens=False).input_ids
         with torch.no_grad():
-            scores = method_forced(model, inputs, torch.tensor([ids]), uncut, prior)[0]
-        assert loss == pytest.approx(-float(scores[torch.arange(len(ids)), ids].mean()), abs=2e-4) and not greedy
+            scores = method_forced(model, inputs, torch.tensor([ids], device=DEVICE), uncut, prior)[0]
+        assert loss == pytest.approx(-float(scores[range(len(ids)), ids].mean()), abs=2e-4) and not greedy
     with pytest.raises(TypeError, match=r"unknown model_args \['noise_step'\] \(method=cpn also takes alpha, prior"):
         PndHf(pretrained=str(tmp_path / "model"), device="cpu", noise_step=3)
 

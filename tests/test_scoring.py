@@ -7,6 +7,7 @@ from transformers import LogitsProcessor
 import pnd
 from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES, random_video
 
+from helpers import on_device
 from reference import (
     SUFFIX_TYPE,
     TOKEN_TYPES,
@@ -24,7 +25,8 @@ VIDEOS = [random_video(0), random_video(1), random_video(2)]
 @torch.no_grad()
 def teacher_forced(model, inputs, prior):
     """Summed log-probability of the caption span: one plain forward (conditioned, or visual-masked; with recurrent
-    layers, on the kept tokens alone); the caption in Unlimited-OCR's window of generated tokens (`window_masks`)."""
+    layers, on the kept tokens alone); the caption in Unlimited-OCR's window of generated tokens (`window_masks`). On
+    the CPU, as CaptionScorer's scores are."""
     start, end = inputs.caption_span
     assert "caption_span" not in inputs and inputs.get("caption_span") is None  # model inputs only
     if prior:
@@ -33,7 +35,8 @@ def teacher_forced(model, inputs, prior):
         kept = mask.bool() & ~visual_positions(model, ids)
         if is_hybrid(model):
             kept_logits = kept_tokens_forward(model, ids, kept, positions)[0].logits[0]
-            logits = torch.zeros(*ids.shape, kept_logits.shape[-1])  # the forward's vocabulary (Inkling's cut head)
+            vocabulary = kept_logits.shape[-1]  # the forward's (Inkling's cut head)
+            logits = kept_logits.new_zeros(*ids.shape, vocabulary)
             logits[kept] = kept_logits
         else:  # the prior's tokens are text: token-type inputs 0 (a prefix LM's: its prompt and suffix types)
             text = {k: inputs[k] * 0 for k in TOKEN_TYPES if k in inputs and model.config.model_type not in SUFFIX_TYPE}
@@ -43,7 +46,7 @@ def teacher_forced(model, inputs, prior):
         logits = model(**{**inputs, "attention_mask": window_masks(model, inputs["attention_mask"], start)}).logits
     ids = inputs["input_ids"]
     logprobs = torch.log_softmax(logits[0, start - 1 : end - 1].float(), -1)
-    return logprobs.gather(1, ids[0, start:end, None]).sum()
+    return logprobs.gather(1, ids[0, start:end, None]).sum().cpu()
 
 
 @pytest.mark.parametrize("model_type, prior_mode, modality", [
@@ -143,7 +146,7 @@ def test_score_is_the_sum_of_prior_normalized_steps(tiny, model_type):
     model, processor = tiny(model_type)
     scorer = pnd.CaptionScorer(model, processor, alpha=0.7, reduction="sum")
     caption = CAPTIONS[0]
-    inputs = scorer.prompt_inputs(VIDEOS[0])
+    inputs = on_device(scorer.prompt_inputs(VIDEOS[0]))  # on the model's device: pixels in its dtype too
     recorder = ForceAndRecord(scorer.caption_ids(caption))
     pnd.attach(model)
     n = len(recorder.caption_ids)
@@ -166,7 +169,7 @@ def test_bad_scorer_arguments(tiny, kwargs, message):
 def test_packed_captions_equal_one_row_per_caption(tiny):
     """SDPA models score a batch of captions packed into one row over the prefix (its KV held once); with
     pack_captions=False, and on eager models, one row per caption over copies of the prefix's KV. Same scores."""
-    from pnd.testing import tiny_model
+    from helpers import tiny_model
 
     model, processor = tiny("llava_onevision")
     packed = pnd.CaptionScorer(model, processor, batch_size=16).score(VIDEOS, CAPTIONS, return_parts=True)

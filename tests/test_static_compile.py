@@ -8,9 +8,8 @@ from transformers import CompileConfig, DynamicCache, Qwen2Config, StaticCache
 
 import pnd
 from pnd.decoding.cache import PairedStaticCache
-from pnd.testing import tiny_inputs, tiny_model
 
-from helpers import PROMPTS
+from helpers import PROMPTS, tiny_inputs, tiny_model
 from reference import forced_scores, greedy
 
 STEPS, ALPHA = 5, 0.6
