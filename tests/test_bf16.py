@@ -89,3 +89,19 @@ def test_bf16_normalized_scores_match_the_reference_within_bf16s_floor(tiny, mod
         assert largest_gap(scores[:, 0], plain_scores[:, 0]) > 10 * tolerance
     finally:
         pnd.detach(model)
+
+
+@pytest.mark.parametrize("model_type", ["lfm3_vl", "kimi_k25"])
+def test_entry_points_that_build_inputs_give_a_bf16_model_bf16_pixels(tiny, model_type):
+    """`CaptionScorer` and `generate_captions` run the processor themselves: its float32 pixels must take the model's
+    dtype (these towers take no other than their weights'), as `inputs.to(model.device, model.dtype)` would."""
+    from pnd.decoding.captioning import generate_captions
+    from pnd.testing import random_video
+
+    model, processor = bf16_copy(tiny, model_type)
+    try:
+        scores = pnd.CaptionScorer(model, processor).score([random_video(0)], ["a red circle"])
+        captions = generate_captions(model, processor, [random_video(0)], alpha=0.5, max_new_tokens=2)
+        assert torch.isfinite(scores).all() and len(captions) == 1
+    finally:
+        pnd.detach(model)

@@ -19,9 +19,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import pnd
-from pnd.testing import random_video, tiny_inputs
+from pnd.testing import random_video
 
-from helpers import PROMPTS
+from helpers import PROMPTS, tiny_inputs
 
 ROOT = Path(pnd.__file__).parent
 CHECKED = ("_compat", "architectures", "decoding", "scoring", "attachment.py", "validation.py")  # pnd's model side

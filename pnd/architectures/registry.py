@@ -90,6 +90,24 @@ class Architecture:
             return "every replacement the processor reports (placeholders, timestamps, labels, delimiters)"
         return self.hides
 
+    def on_model(self, model, inputs) -> dict:
+        """Processor outputs where `model` runs: every tensor on its device, the pixel inputs (`pixel_keys`) in its
+        dtype too (a processor writes float32 pixels; some vision towers take no other dtype than their weights').
+
+        Example:
+            >>> from pnd.testing import tiny_model
+            >>> model = tiny_model("llava")[0].to(torch.bfloat16)
+            >>> arch = Architecture("demo", ("demo",), ("pixel_values",))
+            >>> {k: v.dtype for k, v in arch.on_model(model, {"pixel_values": torch.zeros(1),
+            ...                                               "input_ids": torch.zeros(1, dtype=torch.long)}).items()}
+            {'pixel_values': torch.bfloat16, 'input_ids': torch.int64}
+        """
+        def moved(key, value):
+            pixels = key in self.pixel_keys and torch.is_floating_point(value)
+            return value.to(model.device, model.dtype) if pixels else value.to(model.device)
+
+        return {k: moved(k, v) if torch.is_tensor(v) else v for k, v in inputs.items()}
+
     def placeholder_ids(self, config) -> list[int]:
         """Placeholder token ids that the processor expands for images and videos."""
         ids = (getattr(config, key, None) for key in ("image_token_id", "video_token_id"))

@@ -51,8 +51,8 @@ def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float
     architecture.check_video_batch(videos)
 
     def prompts(text: str):
-        return processor(text=[video_prompt(processor, text)] * len(videos), videos=list(videos), return_tensors="pt",
-                         padding=True).to(model.device)
+        return architecture.on_model(model, processor(text=[video_prompt(processor, text)] * len(videos),
+                                                      videos=list(videos), return_tensors="pt", padding=True))
 
     inputs, extra = prompts(prompt), {}
     if method is not None:

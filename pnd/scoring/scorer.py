@@ -120,8 +120,8 @@ class CaptionScorer:
         return self.on_device(inputs)
 
     def on_device(self, inputs) -> dict:
-        """`inputs` with every tensor moved to the model's device."""
-        return {k: v.to(self.model.device) if torch.is_tensor(v) else v for k, v in inputs.items()}
+        """`inputs` with every tensor on the model's device, its pixels in the model's dtype."""
+        return architecture_for(self.model).on_model(self.model, inputs)
 
     def caption_ids(self, caption: str) -> list[int]:
         if not isinstance(caption, str):
