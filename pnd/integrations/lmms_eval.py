@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig
 
 from .._compat.cache_rows import has_recurrent_layers
+from ..architectures import architecture_for
 from ..decoding.methods import method as registered_method
 from ..decoding.paired import attach
 from ..extras import require
@@ -130,7 +131,7 @@ class PndHf(lmms):
                                     return_tensors="pt", padding=True, **pixel_values_kwargs(self.processor))
         finally:
             self.tokenizer.padding_side = side
-        return inputs.to(self.model.device)
+        return architecture_for(self.model).on_model(self.model, inputs)  # pixels in the model's dtype too
 
     def _visuals(self, doc_to_visual, task: str, split: str, doc_id: int):
         doc = self.task_dict[task][split][doc_id]
