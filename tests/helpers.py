@@ -1,4 +1,5 @@
-"""Helpers shared by the test modules (test modules import from here and from reference.py, never from each other)."""
+"""Helpers shared by the test modules (test modules import from here and from pnd.testing.reference, never from each
+other)."""
 
 import os
 import signal

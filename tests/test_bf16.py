@@ -1,5 +1,5 @@
 """docs/design.md §3.2 in bfloat16: pnd's normalized decoding on a bf16 model equals the brute-force reference
-(`reference.py`) run on the same bf16 model, within a tolerance that comes from bf16's own floor, measured here.
+(`pnd.testing.reference`) run on the same bf16 model, within a tolerance that comes from bf16's own floor, measured here.
 
 The floor is what bf16 costs with no pnd at all: plain `generate` against plain from-scratch forwards without a cache
 (`forced_scores` at alpha 0), teacher-forced on generate's own tokens, the largest gap between their log-probabilities
@@ -21,9 +21,9 @@ from transformers import BatchFeature
 
 import pnd
 from pnd.testing import tiny_inputs
+from pnd.testing.reference import forced_scores
 
 from helpers import DEVICE, PROMPTS
-from reference import forced_scores
 
 STEPS = 6
 ALPHA = 0.5

@@ -9,9 +9,9 @@ from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor, Stoppin
 
 import pnd
 from pnd.testing import tiny_inputs
+from pnd.testing.reference import full_logits, greedy, normalized_scores
 
 from helpers import PROMPTS
-from reference import full_logits, greedy, normalized_scores
 
 
 class BanTokens(LogitsProcessor):

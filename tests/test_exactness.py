@@ -7,9 +7,16 @@ import pnd
 from pnd.architectures import architecture_for
 from pnd.attachment import attachment_of
 from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES, TINY_ARCHITECTURES
+from pnd.testing.reference import (
+    PIXEL_KEYS,
+    conditioned_positions,
+    forced_scores,
+    full_logits,
+    greedy,
+    visual_positions,
+)
 
 from helpers import DEVICE, PROMPTS, assert_scores_close, on_device, on_device_model, tiny_inputs, tiny_model
-from reference import PIXEL_KEYS, conditioned_positions, forced_scores, full_logits, greedy, visual_positions
 
 STEPS = 6
 FINDER = (*FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)  # the families added through the generic finder

@@ -20,8 +20,7 @@ import torch
 import pnd
 from pnd.architectures.reported import EXPANSION_KEY, REMEMBERED_PROMPTS, recalled_expansion
 from pnd.testing import tiny_inputs
-
-from reference import greedy, visual_positions
+from pnd.testing.reference import greedy, visual_positions
 
 FAMILIES = ("internvl", "mistral3", "video_llama_3")  # video (frame labels), image, video with timestamps
 PROMPTS = ("Describe it.", "what colour is the shape? answer.")

@@ -6,8 +6,7 @@ import torch
 import pnd
 from pnd.scoring.explain import explain
 from pnd.testing import TINY_ARCHITECTURES, random_video, tiny_inputs
-
-from reference import full_logits, greedy
+from pnd.testing.reference import full_logits, greedy
 
 STEPS = 6
 ALPHA = 0.7

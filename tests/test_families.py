@@ -12,9 +12,9 @@ from pnd.architectures import Architecture, architecture_for
 from pnd.attachment import attachment_of
 from pnd.io.prompts import images_for, video_prompt
 from pnd.testing import FINDER_VIDEO_ARCHITECTURES, TINY_ARCHITECTURES, VIDEO_ARCHITECTURES, random_video
+from pnd.testing.reference import full_logits, processor_expansion, text_in_replacement, visual_positions
 
 from helpers import DEVICE, on_device, tiny_inputs, tiny_model
-from reference import full_logits, processor_expansion, text_in_replacement, visual_positions
 
 # Cosmos 3 Edge's processor class (transformers 5.23) defaults to neither the video metadata nor mm_token_type_ids that
 # it and its model need: a saved and reloaded one fails in plain transformers too, so it is tested in process only
@@ -176,7 +176,7 @@ def test_a_placeholder_outside_a_vision_block_is_an_error(tiny):
 @pytest.mark.parametrize("model_type", ["qwen3_vl", "glm4v", "internvl", "smolvlm", "video_llama_3"])
 def test_own_call_prefill_matches_brute_force(model_type):
     """The prior's prefill as a language-model call of its own (no packing) gives the reference's tokens too."""
-    from reference import greedy
+    from pnd.testing.reference import greedy
 
     model, processor = tiny_model(model_type)
     inputs = tiny_inputs(processor, model_type, ("Describe the video.", "what colour is the shape? answer."))

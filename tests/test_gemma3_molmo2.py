@@ -11,9 +11,9 @@ import pnd
 from pnd.architectures import architecture_for
 from pnd.attachment import attachment_of
 from pnd.testing import tiny_inputs
+from pnd.testing.reference import full_logits, visual_positions
 
 from helpers import PROMPTS
-from reference import full_logits, visual_positions
 
 
 def test_gemma3_prior_window_is_over_the_conditioned_slots(tiny):
@@ -160,7 +160,7 @@ def test_molmo2_video_needs_its_processor(tiny):
 def test_molmo2_video_after_a_digit_is_found(tiny):
     """Template text ending in a digit right before the video (`12` + `0.0`, which a pattern reads `120.0`): the
     expansion is what the processor reports replacing, with or without a space in between."""
-    from reference import processor_expansion
+    from pnd.testing.reference import processor_expansion
 
     model, processor = tiny("molmo2")
     for before in ("clip 12", "clip 12 "):
@@ -174,7 +174,7 @@ def test_molmo2_video_frames_as_image_blocks(tiny):
     the mask is still the processor's replacement, timestamps included (read with the processor bound)."""
     import copy
 
-    from reference import processor_expansion
+    from pnd.testing.reference import processor_expansion
 
     model, processor = tiny("molmo2")
     plain_frames = copy.copy(processor)
@@ -192,7 +192,7 @@ def test_molmo2_video_frames_as_image_blocks(tiny):
 def test_molmo2_video_greedy_matches_brute_force(tiny):
     """A left-padded batch of video prompts: pnd's tokens and scores are the reference's, whose prior hides the
     timestamps, frame blocks and their ends."""
-    from reference import greedy
+    from pnd.testing.reference import greedy
 
     model, processor = tiny("molmo2")
     inputs = _molmo2_video(processor)
@@ -210,7 +210,7 @@ def test_molmo2_video_greedy_matches_brute_force(tiny):
 def test_molmo2_video_beam_scores_are_reference_normalized_scores(tiny):
     """Beam search with num_return_sequences on a video prompt: each returned sequence's score is the reference's
     normalized log-probability of its tokens."""
-    from reference import forced_scores
+    from pnd.testing.reference import forced_scores
 
     model, processor = tiny("molmo2")
     inputs = _molmo2_video(processor, PROMPTS[:1])
@@ -230,7 +230,7 @@ def test_molmo2_video_beam_scores_are_reference_normalized_scores(tiny):
 def test_molmo2_video_sampling_scores_are_reference_scores(tiny):
     """Sampling on a left-padded batch of video prompts: every step's scores are the reference's along the tokens
     drawn."""
-    from reference import forced_scores
+    from pnd.testing.reference import forced_scores
 
     model, processor = tiny("molmo2")
     inputs = _molmo2_video(processor)
@@ -271,8 +271,7 @@ def test_gemma3_eager_attention_matches_brute_force():
     """The prior's own call passes additive masks (the window over the conditioned slots), which eager attention adds
     to its scores as SDPA does: the same tokens as the reference."""
     from pnd.testing import tiny_model
-
-    from reference import greedy
+    from pnd.testing.reference import greedy
 
     model, processor = tiny_model("gemma3")
     model.set_attn_implementation("eager")
@@ -287,8 +286,7 @@ def test_frames_as_images_match_brute_force(tiny, model_type):
     """A video's frames as images (neither processor takes video here): several image blocks in one prompt, each
     hidden whole, text between them kept."""
     from pnd.testing import random_video
-
-    from reference import greedy
+    from pnd.testing.reference import greedy
 
     model, processor = tiny(model_type)
     content = [{"type": "image"}, {"type": "text", "text": "then"}, {"type": "image"}, {"type": "text", "text": PROMPTS[0]}]

@@ -8,8 +8,7 @@ import torch
 import pnd
 from pnd.architectures import architecture_for
 from pnd.testing import random_video
-
-from reference import full_logits, visual_positions
+from pnd.testing.reference import full_logits, visual_positions
 
 STEPS = 6
 

@@ -20,9 +20,9 @@ from transformers import (
 from transformers.generation.streamers import BaseStreamer
 
 import pnd
+from pnd.testing.reference import PIXEL_KEYS, conditioned_positions, full_logits
 
 from helpers import DEVICE, DTYPE, PROMPTS, tiny_inputs, tiny_model
-from reference import PIXEL_KEYS, conditioned_positions, full_logits
 
 STEPS, ALPHA = 5, 0.7
 

@@ -16,8 +16,7 @@ from pnd.architectures.refused import structural
 from pnd.architectures.reported import recalled_expansion
 from pnd.io.prompts import video_prompt
 from pnd.testing import TINY_ARCHITECTURES, VIDEO_ARCHITECTURES, random_video, tiny_inputs
-
-from reference import processor_expansion, text_in_replacement, visual_positions
+from pnd.testing.reference import processor_expansion, text_in_replacement, visual_positions
 
 # the Q-Former families' processors prepend the placeholders outside `get_text_with_replacements`: nothing is reported,
 # their expansion is their token-id rule alone (tests/test_qformer.py checks it against what the processor prepends);

@@ -2,7 +2,7 @@
 full attention): the prior's recurrent layers see the kept tokens only, as if the visual expansion were absent
 (docs/design.md, "The prior").
 
-The brute-force reference (`reference.py`) runs the kept tokens alone through the whole model; the decoding-mode tests
+The brute-force reference (`pnd.testing.reference`) runs the kept tokens alone through the whole model; the decoding-mode tests
 (greedy, beam search, sampling, batches, alpha=0) run on both families in `test_exactness.py`. Here: what is particular
 to recurrent layers, and that a prior which lets the expansion reach them gives other tokens (the tests are not vacuous).
 """
@@ -11,9 +11,7 @@ import pytest
 import torch
 
 import pnd
-
-from helpers import DEVICE, PROMPTS, on_device, tiny_inputs
-from reference import (
+from pnd.testing.reference import (
     PIXEL_KEYS,
     conditioned_positions,
     full_logits,
@@ -24,6 +22,8 @@ from reference import (
     sequence_mask,
     visual_positions,
 )
+
+from helpers import DEVICE, PROMPTS, on_device, tiny_inputs
 
 STEPS = 6
 HYBRID = ("qwen3_5", "lfm2_vl")

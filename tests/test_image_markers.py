@@ -9,8 +9,7 @@ import pnd
 from pnd.architectures.idefics2 import written
 from pnd.io.prompts import video_prompt
 from pnd.testing import random_video
-
-from reference import full_logits, placeholder_positions
+from pnd.testing.reference import full_logits, placeholder_positions
 
 MARKERS = {"chameleon": ("<racm3:break>", "<eoss>"), "idefics2": ("<fake_token_around_image>",),
            "emu3": ("<|image start|>", "<|image end|>"), "janus": ("<begin_of_image>", "<end_of_image>")}

@@ -22,9 +22,9 @@ from pnd._compat.cache_rows import (
 )
 from pnd._compat.repairs import kept_positions
 from pnd.testing import tiny_inputs, tiny_model
+from pnd.testing.reference import conditioned_positions, full_logits, greedy
 
 from helpers import PROMPTS, assert_scores_close
-from reference import conditioned_positions, full_logits, greedy
 
 INKLING = ("inkling2", "inkling_mm_model")
 

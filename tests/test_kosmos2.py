@@ -8,9 +8,9 @@ import pnd
 from pnd.architectures import architecture_for
 from pnd.architectures.kosmos2 import Kosmos2Architecture
 from pnd.testing import tiny_inputs
+from pnd.testing.reference import greedy, visual_positions
 
 from helpers import PROMPTS
-from reference import greedy, visual_positions
 
 STEPS = 5
 
@@ -121,7 +121,7 @@ def test_kosmos2_greedy_fails_the_reference_with_other_positions(tiny, monkeypat
 def test_kosmos2_text_prior_is_the_prompt_without_its_image(tiny):
     """prior="text" (M3ID's default): the kept tokens renumbered as Kosmos-2 numbers a prompt by itself, from its
     padding id + 1 (`Kosmos2Architecture.first_position`), on each row of a left-padded batch and through decoding."""
-    from reference import full_logits
+    from pnd.testing.reference import full_logits
 
     model, processor = tiny("kosmos-2")
     batch = tiny_inputs(processor, "kosmos-2", PROMPTS, image=True)

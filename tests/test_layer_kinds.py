@@ -21,9 +21,9 @@ from pnd.decoding import prior
 from pnd.decoding.cache import PairedCache
 from pnd.io.prompts import video_prompt
 from pnd.testing import TINY_ARCHITECTURES, random_video
+from pnd.testing.reference import conditioned_positions, forced_scores, greedy, kept_tokens_forward, visual_positions
 
 from helpers import DEVICE, PROMPTS, on_device, tiny_inputs, tiny_model
-from reference import conditioned_positions, forced_scores, greedy, kept_tokens_forward, visual_positions
 
 STEPS = 6
 
@@ -488,7 +488,7 @@ def test_minimax_decoding_steps_hide_the_visual_keys_from_the_indexer(minimax, m
 def test_per_key_indexers_hide_a_masked_key_as_if_removed(model_type, removal_is_masking):
     """Along the reference's greedy tokens, the model on the whole sequence with the visual slots masked gives the
     logits of the kept tokens alone (at their positions) for the per-key indexers, not for GLM-5-next's pooled one."""
-    from reference import full_logits
+    from pnd.testing.reference import full_logits
 
     model, processor = tiny_model(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS, image=True)

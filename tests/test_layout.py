@@ -158,12 +158,21 @@ def test_the_command_line_reports_a_missing_extra_in_one_line(tmp_path):
 
 
 def test_test_modules_do_not_import_each_other():
-    """Shared test code lives in tests/helpers.py and tests/reference.py, not in another test module."""
+    """Shared test code lives in tests/helpers.py and pnd/testing/reference/, not in another test module."""
     for path in Path(__file__).parent.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not any(n.startswith("test_") for n in names), f"{path.name} imports a test module: {names}"
+
+
+def test_the_reference_is_independent_of_pnds_decoding_code():
+    """The brute-force reference (pnd.testing.reference) reads the processor an attached model holds and nothing else
+    of pnd: not the adapters, the decoding or the scoring code it is there to check."""
+    reference = [n for n in MODULES if n.startswith("pnd.testing.reference")]
+    assert len(reference) > 1
+    outside = {i for n in reference for i in GRAPH[n] if not i.startswith("pnd.testing.reference")}
+    assert outside == {"pnd.attachment"}
 
 
 LAYERS = (  # each layer imports only from the layers before it (and from itself)

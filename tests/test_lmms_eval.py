@@ -23,6 +23,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 from pnd.attachment import attachment_of
 from pnd.io.prompts import pixel_values_kwargs
 from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES
+from pnd.testing.reference import forced_scores, greedy
 
 from lmms_eval_fixtures import (
     MME_KWARGS,
@@ -33,7 +34,6 @@ from lmms_eval_fixtures import (
     mme_image,
     run_lmms_eval,
 )
-from reference import forced_scores, greedy
 
 ALPHA = 0.5
 TASKS = "tiny_mme,tiny_mvbench,tiny_mvbench_mc,pnd_retrieval"

@@ -14,9 +14,9 @@ import pnd
 from pnd.architectures import architecture_for
 from pnd.io.prompts import images_for, pixel_values_kwargs
 from pnd.testing import TINY_ARCHITECTURES, random_video
+from pnd.testing.reference import contrast_prior, masked_prior, method_forced, method_greedy, text_prior
 
 from helpers import DEVICE, PROMPTS, on_device, tiny_inputs
-from reference import contrast_prior, masked_prior, method_forced, method_greedy, text_prior
 
 STEPS = 5
 FAMILIES = ("llava_onevision", "qwen2_vl")  # a dense model, and M-RoPE (a contrast of another length moves positions)

@@ -12,9 +12,9 @@ import torch
 import pnd
 from pnd.architectures import architecture_for
 from pnd.testing import random_video, tiny_inputs
+from pnd.testing.reference import greedy, placeholders_only_removed, processor_expansion, visual_positions
 
 from helpers import PROMPTS
-from reference import greedy, placeholders_only_removed, processor_expansion, visual_positions
 
 STEPS = 6
 FAMILIES = ("minicpmv4_6", "minicpmv4_7")

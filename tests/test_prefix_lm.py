@@ -6,8 +6,7 @@ import torch
 
 import pnd
 from pnd.testing import tiny_inputs, tiny_model
-
-from reference import full_logits, greedy
+from pnd.testing.reference import full_logits, greedy
 
 PROMPTS = ("Describe the video.", "a")  # the second row is left-padded in the batch
 # PaliGemma 2: a Gemma 2 language model, sliding-window layers (a window shorter than the prompts)

@@ -7,9 +7,9 @@ import torch
 import pnd
 from pnd.architectures import architecture_for
 from pnd.testing import tiny_inputs
+from pnd.testing.reference import forced_scores
 
 from helpers import PROMPTS
-from reference import forced_scores
 
 QFORMER = ("instructblipvideo", "instructblip", "blip-2")
 

@@ -6,9 +6,7 @@ from transformers import LogitsProcessor
 
 import pnd
 from pnd.testing import FINDER_IMAGE_ARCHITECTURES, FINDER_VIDEO_ARCHITECTURES, random_video
-
-from helpers import on_device
-from reference import (
+from pnd.testing.reference import (
     SUFFIX_TYPE,
     TOKEN_TYPES,
     conditioned_positions,
@@ -17,6 +15,8 @@ from reference import (
     visual_positions,
     window_masks,
 )
+
+from helpers import on_device
 
 CAPTIONS = ["a red circle moves left", "a blue square", "the cat sat on the mat and the dog ran"]
 VIDEOS = [random_video(0), random_video(1), random_video(2)]

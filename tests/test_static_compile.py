@@ -8,9 +8,9 @@ from transformers import CompileConfig, DynamicCache, Qwen2Config, StaticCache
 
 import pnd
 from pnd.decoding.cache import PairedStaticCache
+from pnd.testing.reference import forced_scores, greedy
 
 from helpers import PROMPTS, tiny_inputs, tiny_model
-from reference import forced_scores, greedy
 
 STEPS, ALPHA = 5, 0.6
 

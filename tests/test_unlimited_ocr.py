@@ -12,9 +12,9 @@ import torch
 import pnd
 from pnd._compat import masks
 from pnd.testing import tiny_inputs, tiny_model
+from pnd.testing.reference import full_logits, greedy
 
 from helpers import PROMPTS, assert_scores_close
-from reference import full_logits, greedy
 
 STEPS = 6
 
