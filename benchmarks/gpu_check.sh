@@ -2,9 +2,10 @@
 # Everything a lent GPU should run, inside a time budget (default 540 s), from the repository's root on a CUDA machine
 # whose python has torch and the project (docs/testing.md, "On a GPU"):
 #   bash benchmarks/gpu_check.sh OUTDIR [SECONDS]
-# 1. the suite on CUDA in fp32 (PND_TEST_DEVICE=cuda), in chunks; each prints its failures with their reasons as it
-#    ends and leaves its log in OUTDIR (OUTDIR/summary.txt gathers them); 2. the bf16 subset (tests/test_bf16.py); 3. the 7B-shape benchmark parts
-#    (benchmarks/gpu_parts.py: peers, vcd, m3id, static, modes, 2 repeats), each table written to OUTDIR as it ends.
+# 0. `pnd check` on CUDA in fp32 and bf16 (OUTDIR/check_*.txt); 1. the suite on CUDA in fp32 (PND_TEST_DEVICE=cuda),
+#    in chunks; each prints its failures with their reasons as it ends and leaves its log in OUTDIR (OUTDIR/summary.txt
+#    gathers them); 2. the bf16 subset (tests/test_bf16.py); 3. the 7B-shape benchmark parts (benchmarks/gpu_parts.py:
+#    peers, vcd, m3id, static, modes, 2 repeats), each table written to OUTDIR as it ends.
 # A step gets what is left of the budget, at most its own share; a step cut at its limit keeps what it wrote.
 set -u
 out=${1:?usage: bash benchmarks/gpu_check.sh OUTDIR [SECONDS]}
@@ -30,6 +31,11 @@ chunk() {  # chunk NAME SECONDS PYTEST-ARGS...: one part of the suite, its failu
   { echo "== $name (exit $status$([ "$status" -eq 124 ] && echo ', cut at its limit')): $(tail -n 1 "$out/pytest_$name.txt")"
     grep -E '^FAILED|^ERROR' "$out/pytest_$name.txt"; } | tee -a "$out/summary.txt"
 }
+
+for dtype in float32 bfloat16; do  # pnd check first: the user's own check of exactness, one row per family
+  timeout "$(left 60)" "$python" -m pnd.cli check --device "$PND_TEST_DEVICE" --dtype $dtype > "$out/check_$dtype.txt" 2>&1
+  echo "== pnd check $dtype (exit $?)" | cat - "$out/check_$dtype.txt" | tee -a "$out/summary.txt"
+done
 
 chunk exactness 90 tests/test_exactness.py tests/test_families.py
 chunk methods 60 tests/test_methods.py -k "not test_pnd_caption_method"

@@ -24,9 +24,8 @@ def on_device(inputs):
 
 
 def on_device_model(model):
-    """`model` on DEVICE, its floating weights and buffers in DTYPE (`model.to(DTYPE)` would make complex buffers real:
-    Llama 4's rotary frequencies)."""
-    return model._apply(lambda t: t.to(DEVICE, DTYPE) if t.is_floating_point() else t.to(DEVICE))
+    """`model` on DEVICE, in DTYPE (`pnd.testing.on_device`)."""
+    return pnd.testing.on_device(model, DEVICE, DTYPE)
 
 
 def tiny_model(model_type: str, **kwargs):

@@ -8,6 +8,7 @@
     pnd demo          # the effect, measured offline on the bundled demo model
     pnd explain ...   # why the answer changed: both decodings token by token (pnd explain --help)
     pnd sweep ...     # lmms-eval tasks at several alphas: a table and a plot, plain vs normalized (pnd sweep --help)
+    pnd check         # is pnd exact here? tiny models against the brute-force reference (--device, --dtype, --families)
 """
 
 from __future__ import annotations
@@ -32,14 +33,15 @@ def main(argv: list[str] | None = None) -> int:
     models.add_argument("--families", action="store_true", help="one line per family: its model types and name")
     models.add_argument("--all", action="store_true", help="every image-text-to-text model type of the installed "
                         "transformers: supported (inputs, what the prior hides, prefill path) or refused and why")
-    from . import caption, demo, explain, merge, retrieve, sweep
+    from . import caption, check, demo, explain, merge, retrieve, sweep
 
     subcommands = {"retrieve": (retrieve, "rank captions for videos (and videos for captions)"),
                    "caption": (caption, "caption videos with prior-normalized decoding"),
                    "merge": (merge, "merge the part files of an unfinished pnd caption or pnd retrieve job"),
                    "demo": (demo, "measure the effect offline on the bundled demo model"),
                    "explain": (explain, "show token by token what the prior did to an answer"),
-                   "sweep": (sweep, "run lmms-eval tasks at several alphas: one table and one plot, plain vs normalized")}
+                   "sweep": (sweep, "run lmms-eval tasks at several alphas: one table and one plot, plain vs normalized"),
+                   "check": (check, "check that pnd is exact on this machine: tiny models against a brute-force reference")}
     for name, (module, summary) in subcommands.items():
         module.add_arguments(commands.add_parser(name, help=summary, description=module.__doc__,
                                                  formatter_class=argparse.RawDescriptionHelpFormatter))

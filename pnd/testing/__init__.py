@@ -30,7 +30,7 @@ from .parts import (
 
 __all__ = ["FINDER_IMAGE_ARCHITECTURES", "FINDER_VIDEO_ARCHITECTURES", "ONE_VIDEO_PER_CALL", "QWEN_VISION_TOKENS",
            "TINY_ARCHITECTURES", "VIDEO_ARCHITECTURES", "TINY_CLIP", "tiny_llama_text", "chat_template", "left_padded",
-           "qwen3_vl_processor_parts", "random_video", "sharpen_attention", "tiny_inputs", "tiny_model",
+           "on_device", "qwen3_vl_processor_parts", "random_video", "sharpen_attention", "tiny_inputs", "tiny_model",
            "tiny_tokenizer", "vision_token_ids"]
 
 # the first families, one builder module per family in pnd/testing/builders (model type -> module, where they differ:
@@ -91,6 +91,26 @@ def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
     sharpen_attention(model, sharpen)
     bind_processor(model, processor)  # as pnd.attach(model, processor) does
     return model, processor
+
+
+def on_device(model, device="cpu", dtype=torch.float32):
+    """`model` on `device`, its floating weights and buffers in `dtype` (`model.to(dtype)` would make complex buffers
+    real: Llama 4's rotary frequencies).
+
+    Example:
+        >>> model = on_device(tiny_model("llava")[0], "cpu", torch.bfloat16)
+        >>> model.dtype
+        torch.bfloat16
+    """
+    model.to(device)
+    for parameter in model.parameters():
+        if parameter.is_floating_point():
+            parameter.data = parameter.data.to(dtype)
+    for module in model.modules():
+        for name, buffer in module.named_buffers(recurse=False):
+            if buffer.is_floating_point():
+                setattr(module, name, buffer.to(dtype))
+    return model
 
 
 def random_video(seed: int, frames: int = 4, size: int = 56) -> torch.Tensor:
