@@ -2,8 +2,12 @@
 `compile_config`, or `model.forward = torch.compile(model.forward)` before `pnd.attach`) equal the brute-force
 reference, greedy and beam search; the decoding steps run through one compiled graph."""
 
+import inspect
+from pathlib import Path
+
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 from transformers import CompileConfig, DynamicCache, Qwen2Config, StaticCache
 
 import pnd
@@ -13,6 +17,7 @@ from pnd.testing.reference import forced_scores, greedy
 from helpers import PROMPTS, tiny_inputs, tiny_model
 
 STEPS, ALPHA = 5, 0.6
+ROOT = Path(pnd.__file__).parent
 
 
 @pytest.fixture(autouse=True)
@@ -215,3 +220,54 @@ def test_compiled_decoding_returns_every_output():
     queries = inputs["attention_mask"].bool()  # a padding query's weights are arbitrary (all its keys masked)
     for got, want in zip(out.attentions[0], plain.attentions[0]):  # the prefill's weights, the cache's slots 0
         torch.testing.assert_close(got.transpose(1, 2)[queries], want.transpose(1, 2)[queries], atol=1e-5, rtol=0)
+
+
+HOST_SYNCS = {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__bool__, torch.Tensor.__int__,
+              torch.Tensor.__float__, torch.Tensor.__index__, torch.Tensor.cpu, torch.Tensor.numpy}
+
+
+class HostSyncs(TorchFunctionMode):
+    """Counts the calls that wait for a device's result on the host (`.item()`, `.tolist()`, `bool(tensor)`, ...)
+    made from pnd's own files."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        caller = Path(inspect.currentframe().f_back.f_code.co_filename)
+        if func in HOST_SYNCS and caller.is_relative_to(ROOT) and caller.relative_to(ROOT).parts[0] != "testing":
+            self.calls.append(f"{caller.relative_to(ROOT)}:{inspect.currentframe().f_back.f_lineno} {func.__name__}")
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("cache_implementation", ["static", None])
+def test_a_decoding_step_makes_no_host_sync(tiny, cache_implementation):
+    """Issue 47: what pnd adds to a decoding step waits for no device result (no `.item()`, `.tolist()`, `bool()`,
+    CPU copy), so that the GPU never idles on pnd's host code and CUDA graphs can capture the step: the count of pnd's
+    host syncs in a generate call does not grow with its steps."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    syncs = {}
+    for steps in (2, 6):
+        with HostSyncs() as guard:
+            pnd.attach(model).generate(**inputs, max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
+                                       logits_processor=[pnd.PriorNormalized(ALPHA)],
+                                       cache_implementation=cache_implementation)
+        syncs[steps] = sorted(guard.calls)
+    assert syncs[6] == syncs[2], "pnd's host syncs grow with the decoding steps"
+
+
+def test_compiled_decoding_at_transformers_defaults_has_no_graph_break_and_no_recompile(tiny):
+    """Issue 47: with a static cache and generate's own compile_config at transformers' defaults (fullgraph False, where
+    a graph break would pass silently), torch's own counters see no graph break and one graph, and a second call, on
+    a prompt of another length, compiles nothing more."""
+    model, processor = tiny("qwen2_vl")
+    config = CompileConfig(backend="eager")
+    config._compile_all_devices = True  # generate compiles on CUDA-like devices only, unless told (private switch)
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    for prompts in (PROMPTS, ("Describe.", "Colour?")):
+        run(model, tiny_inputs(processor, "qwen2_vl", prompts), "greedy", compile_config=config)
+        assert dict(counters["graph_break"]) == {}
+        assert counters["stats"]["unique_graphs"] == 1 and not counters["recompiles"]
