@@ -20,7 +20,7 @@ import torch
 from transformers import BatchFeature
 
 import pnd
-from pnd.testing import tiny_inputs
+from pnd.testing import random_video, tiny_inputs
 from pnd.testing.reference import forced_scores
 
 from helpers import DEVICE, PROMPTS
@@ -96,12 +96,25 @@ def test_entry_points_that_build_inputs_give_a_bf16_model_bf16_pixels(tiny, mode
     """`CaptionScorer` and `generate_captions` run the processor themselves: its float32 pixels must take the model's
     dtype (these towers take no other than their weights'), as `inputs.to(model.device, model.dtype)` would."""
     from pnd.decoding.captioning import generate_captions
-    from pnd.testing import random_video
 
     model, processor = bf16_copy(tiny, model_type)
     try:
         scores = pnd.CaptionScorer(model, processor).score([random_video(0)], ["a red circle"])
         captions = generate_captions(model, processor, [random_video(0)], alpha=0.5, max_new_tokens=2)
         assert torch.isfinite(scores).all() and len(captions) == 1
+    finally:
+        pnd.detach(model)
+
+
+def test_caption_scorer_gives_fuyu_its_patches_as_pixel_values(tiny):
+    """Fuyu's processor returns its patches as `image_patches` unless asked for `pixel_values`; the model takes both,
+    so the scorer's float32 `image_patches` escaped the pixel inputs' dtype (a bf16 model crashed) and the reference's
+    pixel keys (`pnd check` showed Fuyu's scorer row 1.4 nats off). The scorer now asks for `pixel_values`."""
+    model, processor = bf16_copy(tiny, "fuyu")
+    try:
+        scorer = pnd.CaptionScorer(model, processor, modality="image")
+        inputs = scorer.prompt_inputs(random_video(0)[0])
+        assert "image_patches" not in inputs and inputs["pixel_values"].dtype == torch.bfloat16
+        assert torch.isfinite(scorer.score([random_video(0)[0]], ["a red circle"])).all()
     finally:
         pnd.detach(model)

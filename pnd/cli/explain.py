@@ -53,7 +53,7 @@ def run(args) -> int:
     from ..decoding.paired import attach
     from ..demo import DEMO_MODEL
     from ..io.loading import check_device, check_model_source, load_model
-    from ..io.prompts import video_prompt
+    from ..io.prompts import pixel_values_kwargs, video_prompt
     from ..io.video import read_video
     from ..scoring.explain import explain
     from .launch import check_counts
@@ -80,7 +80,7 @@ def run(args) -> int:
 
     def prompt(text: str):
         return processor(text=[video_prompt(processor, text, modality)], **{f"{modality}s": [visual]},
-                         return_tensors="pt")
+                         return_tensors="pt", **pixel_values_kwargs(processor))
 
     inputs = prompt(instruction)
     if args.method == "cpn":

@@ -27,7 +27,7 @@ import torch
 from ..architectures import architecture_for
 from ..architectures.reported import EXPANSION_KEY, bind_processor, expansions_given
 from ..decoding.prior import masked_prefill
-from ..io.prompts import video_prompt
+from ..io.prompts import pixel_values_kwargs, video_prompt
 from ..io.video import read_video
 from ..validation import check_alpha_and_prior, check_frames, real_number
 from .prefix import Prefix, conditioned_prefixes, forced_logprobs, teacher_forced
@@ -116,7 +116,8 @@ class CaptionScorer:
         elif self.modality == "video":
             check_frames(video, where)
         key = "videos" if self.modality == "video" else "images"
-        inputs = self.processor(text=[self.prompt_text], **{key: [video]}, return_tensors="pt")
+        inputs = self.processor(text=[self.prompt_text], **{key: [video]}, return_tensors="pt",
+                                **pixel_values_kwargs(self.processor))  # Fuyu's patches as pixel_values too
         return self.on_device(inputs)
 
     def on_device(self, inputs) -> dict:
