@@ -43,7 +43,10 @@ Per token: the median time between decoding steps (a last logits processor recor
 scores are ready; for mitigv, its per-step sampler); prefill: the time to the first step's scores, best
 of `--repeats` and 3 more 1-token runs. Methods are timed round-robin. Peak memory: CUDA's max_memory_allocated, on CPU the peak resident
 set (VmHWM) of one more run.
-Before anything is timed, pnd's greedy tokens are checked equal to the naive recompute's.
+Before anything is timed, pnd's greedy tokens are checked equal to the naive recompute's (`check_tokens`). In bf16 or
+fp16, rounding alone can flip a near-tie of a random model's flat logits: the check then reports, instead of stopping
+the benchmark, two agreements (generated tokens equal before the first difference): pnd against the naive recompute,
+and plain `generate` against a plain recompute without a cache, the floor of bf16's own noise.
 """
 
 from __future__ import annotations
@@ -129,12 +132,14 @@ MODES = {"greedy": dict(do_sample=False), "beam (4)": dict(do_sample=False, num_
          "sampling": dict(do_sample=True, top_k=50)}
 
 
-def modes(model, args, device) -> list[tuple[str, int, dict, dict]]:
-    rows = []
+def modes(model, args, device) -> tuple[list[tuple[str, int, dict]], str]:
+    """Part 2: plain, plain on 2 rows and pnd by decoding mode at batch 1 and 8; and the batch-8 token check's
+    sentence."""
+    rows, checked = [], ""
     for batch in (1, 8):
         inputs, _ = video_inputs(model, args.size, args.modes_frames, batch)
         if batch > 1:
-            check_tokens(model, inputs, 4)
+            checked = check_tokens(model, inputs, 4)
         doubled = {k: torch.cat([v, v]) for k, v in inputs.items()}
         for mode, kwargs in MODES.items():
             runs = {"plain": lambda n, clock: generate(model, inputs, [], n, clock, **kwargs),
@@ -143,16 +148,17 @@ def modes(model, args, device) -> list[tuple[str, int, dict, dict]]:
             measured = measure_all({name: (run, args.modes_tokens) for name, run in runs.items()}, device, args.repeats)
             rows.append((mode, batch, measured))
             print(mode, batch, measured, flush=True)
-    return rows
+    return rows, checked
 
 
-def static_cache(model, inputs, args, device) -> list[tuple[str, Measured | Failed]]:
-    """Part 3: plain and pnd with a static cache, eager and compiled (one cache length for every run: one compile)."""
+def static_cache(model, inputs, args, device) -> tuple[list[tuple[str, Measured | Failed]], str]:
+    """Part 3: plain and pnd with a static cache, eager and compiled (one cache length for every run: one compile);
+    and the token check's sentence (compiled)."""
     compiled = CompileConfig(backend=args.compile_backend)
     compiled._compile_all_devices = device.type != "cuda"  # generate compiles on CUDA-like devices only unless told
     static = dict(cache_implementation="static", max_cache_len=inputs["input_ids"].shape[1] + max(args.tokens, 8))
     settings = {"static": static, "static, compiled": static | {"compile_config": compiled}}
-    check_tokens(model, inputs, 8, **settings["static, compiled"])
+    checked = check_tokens(model, inputs, 8, **settings["static, compiled"])
     doubled = {k: torch.cat([v, v]) for k, v in inputs.items()}
     methods = {"plain": (inputs, list), "plain, 2 rows": (doubled, list),
                "pnd": (inputs, lambda: [pnd.PriorNormalized(ALPHA)])}
@@ -162,7 +168,7 @@ def static_cache(model, inputs, args, device) -> list[tuple[str, Measured | Fail
     results = measure_all(runs, device, args.repeats)
     for name, result in results.items():
         print(name, result, flush=True)
-    return list(results.items())
+    return list(results.items()), checked
 
 
 def main(argv=None) -> str:
@@ -188,25 +194,27 @@ def main(argv=None) -> str:
     device = torch.device(args.device)
     model = pnd.attach(build_model(args.arch, args.size, device, getattr(torch, args.dtype)))
     inputs, unconditional = video_inputs(model, args.size, args.frames)
-    check_tokens(model, inputs, 8)
+    checked = check_tokens(model, inputs, 8)
     tables = {}
     if args.method != "cpn":
         rows, same = method_peers(model, inputs, unconditional, args, device)
         tables[f"Decoding, {args.method}: {args.arch}, {args.size}, {hardware(device)}"] = report(
-            model, inputs, args, device, rows, [], same)
+            model, inputs, args, device, rows, [], f"{checked} {same}")
         if args.modes_frames or args.static != "skip":
             print("Parts 2-3 skipped: they measure cpn.")
     elif args.static != "only":
+        rows = peers(model, inputs, unconditional, args, device)
+        mode_rows, modes_checked = modes(model, args, device) if args.modes_frames else ([], "")
         tables[f"Decoding: {args.arch}, {args.size}, {hardware(device)}"] = report(
-            model, inputs, args, device, peers(model, inputs, unconditional, args, device),
-            modes(model, args, device) if args.modes_frames else [])
+            model, inputs, args, device, rows, mode_rows, f"{checked} {modes_checked}".rstrip())
     static_part = args.method == "cpn" and args.static != "skip"  # part 3 measures cpn
     if static_part and not layer_plan(model.config.get_text_config(decoder=True)).static:
         print(f"Part 3 skipped: pnd's static cache holds attention layers only, {args.arch} has recurrent or indexed "
               "ones.")
     elif static_part:
+        rows, static_checked = static_cache(model, inputs, args, device)
         tables[f"Decoding, static cache and torch.compile: {args.arch}, {args.size}, {hardware(device)}"] = (
-            static_report(model, inputs, args, device, static_cache(model, inputs, args, device)))
+            static_report(model, inputs, args, device, rows, f"{checked} {static_checked}"))
     for title, table in tables.items():
         print(table)
         if args.out:

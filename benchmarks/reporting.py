@@ -29,16 +29,17 @@ def method_table(rows, bases: dict) -> list[str]:
     return lines
 
 
-def setup_line(model, args, device) -> str:
+def setup_line(model, args, device, note: str) -> str:
+    """The run's setup, then `note` (what the run checked: `check_tokens`' sentences)."""
     n_params = sum(p.numel() for p in model.parameters()) / 1e6
-    return (f"{hardware(device)}, torch {torch.__version__}, {args.dtype}; random {model.config.model_type} "
+    line = (f"{hardware(device)}, torch {torch.__version__}, {args.dtype}; random {model.config.model_type} "
             f"({args.size} shape, {n_params:,.1f} M parameters). {args.repeats} runs per method (per token: median time "
-            "between steps; prefill: time to the first step's scores, best of 3 more runs too). Greedy tokens of pnd == "
-            "the naive recompute's: checked in the run.")
+            "between steps; prefill: time to the first step's scores, best of 3 more runs too).")
+    return f"{line} {note}" if note else line
 
 
 def report(model, inputs, args, device, peer_rows, mode_rows, note: str = "") -> str:
-    lines = [setup_line(model, args, device) + (f" {note}" if note else ""), "",
+    lines = [setup_line(model, args, device, note), "",
              f"Greedy, batch 1, {inputs['input_ids'].shape[1]}-token prompt with a {args.frames}-frame video, "
              f"{args.tokens} new tokens" + (f" (naive: {min(args.tokens, args.naive_tokens)}):" if any(
                  name == "naive" for name, _ in peer_rows) else ":"), ""]
@@ -60,9 +61,9 @@ def report(model, inputs, args, device, peer_rows, mode_rows, note: str = "") ->
     return "\n".join(lines)
 
 
-def static_report(model, inputs, args, device, static_rows) -> str:
+def static_report(model, inputs, args, device, static_rows, note: str = "") -> str:
     measured = dict(static_rows)
-    lines = [setup_line(model, args, device), "",
+    lines = [setup_line(model, args, device, note), "",
              f"Greedy, batch 1, {inputs['input_ids'].shape[1]}-token prompt with a {args.frames}-frame video, "
              f"{args.tokens} new tokens, `cache_implementation=\"static\"`, eager or compiled (generate's "
              f"`compile_config`: {args.compile_backend}, its defaults); each row's ratios are to plain with the same cache and "

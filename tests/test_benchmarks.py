@@ -1,19 +1,26 @@
 """Issue 7: the benchmark scripts run (tiny shapes), check pnd's tokens, and build the 7B shapes they claim."""
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from transformers import LogitsProcessor
 
 import pnd
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 
+import baselines  # noqa: E402
 import bench_decode  # noqa: E402
 import bench_prefill  # noqa: E402
 import gpu_parts  # noqa: E402
+
+AGREEMENTS = re.compile(r"Greedy tokens in bfloat16 \((\d+) tokens, batch (\d+), dynamic cache\) equal before the first "
+                        r"difference: pnd against the naive recompute (\d+)/(\d+) \(\S+\), plain against a plain "
+                        r"recompute without cache \(the floor\) (\d+)/(\d+) \(\S+\)\.")
 
 
 def test_decode_benchmark_runs_and_reports_every_method(tmp_path):
@@ -74,6 +81,46 @@ def test_decode_benchmark_runs_on_the_new_layer_types(arch, tmp_path, capsys):
     for row in ("| plain |", "| plain, 2 rows |", "| pnd |", "| naive |", "| beam (4) | 8 |", "| sampling | 8 |"):
         assert row in text
     assert f"## Decoding: {arch}, tiny" in text and "Part 3 skipped" in capsys.readouterr().out
+
+
+def test_decode_benchmark_in_bf16_reports_both_agreements(tmp_path, capsys):
+    """In bf16 the token checks (batch 1, and batch 8 in part 2) report pnd's agreement with the naive recompute and
+    the floor's, plain `generate` against a plain recompute without a cache, and the tables carry them."""
+    out = tmp_path / "RESULTS.md"
+    bench_decode.main(["--size", "tiny", "--dtype", "bfloat16", "--frames", "2", "--tokens", "3", "--naive-tokens", "2",
+                       "--modes-frames", "2", "--modes-tokens", "2", "--repeats", "1", "--static", "skip",
+                       "--out", str(out)])
+    printed, text = capsys.readouterr().out, out.read_text()
+    found = [tuple(map(int, match)) for match in AGREEMENTS.findall(text)]
+    assert [(tokens, batch) for tokens, batch, *_ in found] == [(8, 1), (4, 8)]
+    assert all(ours <= total == tokens * batch and floor <= total == floor_total
+               for tokens, batch, ours, total, floor, floor_total in found)
+    assert AGREEMENTS.match(printed) and "| pnd |" in text and "| beam (4) | 8 |" in text  # printed first
+
+
+class WithoutPrior(LogitsProcessor):
+    """A planted wrong naive recompute: plain scores, no prior."""
+
+    def __init__(self, model, inputs):
+        pass
+
+    def __call__(self, input_ids, scores):
+        return scores
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_token_check_stops_on_a_float32_difference_and_reports_a_bf16_one(dtype, monkeypatch):
+    """A difference from the naive recompute (planted) stops the benchmark in float32; in bf16 it is reported."""
+    monkeypatch.setattr(baselines, "NaivePrior", WithoutPrior)
+    model = pnd.attach(bench_decode.build_model("llava_onevision", "tiny", dtype=dtype))
+    inputs, _ = bench_decode.video_inputs(model, "tiny", frames=2)
+    if dtype == torch.float32:
+        with pytest.raises(AssertionError, match="differ from the naive recompute"):
+            bench_decode.check_tokens(model, inputs, 8)
+        return
+    tokens, batch, ours, total, floor, floor_total = map(int, AGREEMENTS.fullmatch(
+        bench_decode.check_tokens(model, inputs, 8)).groups())
+    assert (tokens, batch, total, floor_total) == (8, 1, 8, 8) and ours < 8
 
 
 @pytest.mark.parametrize("arch, seed", [("llava_onevision", 0), ("qwen3_vl", 0), ("qwen3_5", 2), ("qwen4_exp", 0),
