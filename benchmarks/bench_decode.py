@@ -34,7 +34,12 @@ paper's alpha 1; M3ID at its defaults), with a line saying whether their greedy 
 prompt is the prompt with 20 random "instruction" tokens after the video; M3ID's unconditioned prompt is the text
 without the video. Parts 2 and 3 measure cpn: skipped with another method.
 Part 2: plain, plain on 2 rows per prompt, and pnd for greedy, beam search (4 beams) and sampling, at batch 1
-and 8 (`--modes-frames`).
+and 8 (`--modes-frames`). Each mode is timed on its own, after a warm-up run of each method at full length (a mode's
+first steps at its batch shape, allocations and kernel choices, are not timed), with `--modes-repeats` runs (default
+`--repeats`) of `--modes-tokens` tokens per method (on an H100 at 7B, one run after a 2-token warm-up timed plain
+greedy at 76 ms per token at batch 1 and 28.5 ms at batch 8: `gpu_parts.py` runs 3). Part 2 decodes eagerly (a dynamic
+cache), and the clock, a logits processor, runs in generate's own loop, outside the model's forward, the only part
+generate compiles.
 Part 3 (`--static with|only|skip`): greedy, batch 1, part 1's prompt, with `cache_implementation="static"`, eager and
 compiled (generate's `compile_config`: inductor, its defaults): plain, plain on 2 rows, pnd; pnd's compiled tokens are
 checked equal to the naive recompute's first.
@@ -133,8 +138,8 @@ MODES = {"greedy": dict(do_sample=False), "beam (4)": dict(do_sample=False, num_
 
 
 def modes(model, args, device) -> tuple[list[tuple[str, int, dict]], str]:
-    """Part 2: plain, plain on 2 rows and pnd by decoding mode at batch 1 and 8; and the batch-8 token check's
-    sentence."""
+    """Part 2: plain, plain on 2 rows and pnd by decoding mode at batch 1 and 8, each mode timed on its own after a
+    full-length warm-up run of each method; and the batch-8 token check's sentence."""
     rows, checked = [], ""
     for batch in (1, 8):
         inputs, _ = video_inputs(model, args.size, args.modes_frames, batch)
@@ -145,7 +150,8 @@ def modes(model, args, device) -> tuple[list[tuple[str, int, dict]], str]:
             runs = {"plain": lambda n, clock: generate(model, inputs, [], n, clock, **kwargs),
                     "plain, 2 rows": lambda n, clock: generate(model, doubled, [], n, clock, **kwargs),
                     "pnd": lambda n, clock: generate(model, inputs, [pnd.PriorNormalized(ALPHA)], n, clock, **kwargs)}
-            measured = measure_all({name: (run, args.modes_tokens) for name, run in runs.items()}, device, args.repeats)
+            measured = measure_all({name: (run, args.modes_tokens) for name, run in runs.items()}, device,
+                                   args.modes_repeats, warmup=args.modes_tokens)
             rows.append((mode, batch, measured))
             print(mode, batch, measured, flush=True)
     return rows, checked
@@ -182,6 +188,7 @@ def main(argv=None) -> str:
     parser.add_argument("--naive-tokens", type=int, default=4)
     parser.add_argument("--modes-frames", type=int, default=8, help="frames for part 2 (0 skips part 2)")
     parser.add_argument("--modes-tokens", type=int, default=12)
+    parser.add_argument("--modes-repeats", type=int, help="runs per method and mode in part 2 (default: --repeats)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--static", choices=["with", "only", "skip"], default="with",
                         help="part 3, static cache and compiled decoding: with parts 1-2, only it, or skip it")
@@ -190,6 +197,7 @@ def main(argv=None) -> str:
                         help="the decoding method of part 1 (parts 2-3: cpn only, skipped with another method)")
     parser.add_argument("--out", help="write the table to this Markdown file (its decoding section)")
     args = parser.parse_args(argv)
+    args.modes_repeats = args.modes_repeats or args.repeats
 
     device = torch.device(args.device)
     model = pnd.attach(build_model(args.arch, args.size, device, getattr(torch, args.dtype)))

@@ -5,6 +5,7 @@ a run cut at its time limit keeps every part that ended (what `gpu_check.sh` run
 
 Before the parts, pnd's greedy tokens are compared with the naive recompute's, as `bench_decode.py` does (in bf16:
 the two agreements, pnd's and the floor's); here a float32 difference is written down too instead of stopping the run.
+Part 2 (modes) runs `--modes-repeats` runs of `--modes-tokens` tokens per method and mode, after a warm-up run of each.
 Each part writes `OUTDIR/<arch>_<part>.md`, or the traceback of its failure.
 """
 
@@ -49,11 +50,13 @@ def main(argv=None) -> None:
     parser.add_argument("--frames", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=24)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--modes-tokens", type=int, default=12, help="new tokens per run of part 2")
+    parser.add_argument("--modes-repeats", type=int, default=3, help="runs per method and mode of part 2")
     args = parser.parse_args(argv)
     parts = args.parts.split(",")
     if unknown := sorted(set(parts) - set(PARTS)):
         parser.error(f"unknown parts {unknown}: choose among {', '.join(PARTS)}")
-    settings = SimpleNamespace(**vars(args), naive_tokens=4, modes_frames=8, modes_tokens=12, static="with",
+    settings = SimpleNamespace(**vars(args), naive_tokens=4, modes_frames=8, static="with",
                                compile_backend="inductor", method="cpn")
     args.out.mkdir(parents=True, exist_ok=True)
     device, start = torch.device(args.device), time.time()

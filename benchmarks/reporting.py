@@ -46,7 +46,8 @@ def report(model, inputs, args, device, peer_rows, mode_rows, note: str = "") ->
     lines += method_table(peer_rows, {name: peer_rows[0][1] for name, _ in peer_rows})
     if mode_rows:
         lines += ["", f"pnd against plain `generate` by decoding mode ({args.modes_frames}-frame video, "
-                  f"{args.modes_tokens} new tokens; batch 8 = 8 prompts of different lengths, left-padded):", "",
+                  f"{args.modes_tokens} new tokens, {args.modes_repeats} runs per method and mode after a warm-up run; "
+                  "batch 8 = 8 prompts of different lengths, left-padded):", "",
                   "| mode | batch | plain prefill (ms) | pnd prefill ratio | plain per token (ms) | pnd per-token ratio | "
                   "plain on 2x rows, per-token ratio | pnd peak-memory ratio |", "|---|---|---|---|---|---|---|---|"]
         for mode, batch, m in mode_rows:

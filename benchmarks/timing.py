@@ -70,12 +70,12 @@ class Failed:
     error: str
 
 
-def measure_all(runs: dict, device, repeats: int, prefill_repeats: int = 3) -> dict:
+def measure_all(runs: dict, device, repeats: int, prefill_repeats: int = 3, warmup: int = 2) -> dict:
     """Time every method of `runs` ({name: (run, tokens)}) round-robin, so that drifts of the machine hit all alike.
 
-    Per token: the median time between steps over `repeats` runs; prefill: the time to the first step's
-    scores, best of those and `prefill_repeats` more 1-token runs; peak memory of one more run. Returns
-    {name: Measured or Failed}.
+    First a warm-up run of each method (`warmup` tokens, not recorded). Per token: the median time between steps over
+    `repeats` runs; prefill: the time to the first step's scores, best of those and `prefill_repeats` more 1-token
+    runs; peak memory of one more run. Returns {name: Measured or Failed}.
     """
     prefill = {name: math.inf for name in runs}
     steps: dict[str, list[float]] = {name: [] for name in runs}
@@ -95,7 +95,7 @@ def measure_all(runs: dict, device, repeats: int, prefill_repeats: int = 3) -> d
             steps[name] += [later - earlier for earlier, later in zip(clock.times, clock.times[1:])]
 
     for name in runs:
-        attempt(name, 2, record=False)  # warm-up
+        attempt(name, warmup, record=False)
     for i in range(repeats + prefill_repeats):
         for name, (_, tokens) in runs.items():
             if name not in failed:

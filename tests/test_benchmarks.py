@@ -17,6 +17,7 @@ import baselines  # noqa: E402
 import bench_decode  # noqa: E402
 import bench_prefill  # noqa: E402
 import gpu_parts  # noqa: E402
+import timing  # noqa: E402
 
 AGREEMENTS = re.compile(r"Greedy tokens in bfloat16 \((\d+) tokens, batch (\d+), dynamic cache\) equal before the first "
                         r"difference: pnd against the naive recompute (\d+)/(\d+) \(\S+\), plain against a plain "
@@ -96,6 +97,7 @@ def test_decode_benchmark_in_bf16_reports_both_agreements(tmp_path, capsys):
     assert all(ours <= total == tokens * batch and floor <= total == floor_total
                for tokens, batch, ours, total, floor, floor_total in found)
     assert AGREEMENTS.match(printed) and "| pnd |" in text and "| beam (4) | 8 |" in text  # printed first
+    assert "1 runs per method and mode after a warm-up run" in text
 
 
 class WithoutPrior(LogitsProcessor):
@@ -121,6 +123,24 @@ def test_token_check_stops_on_a_float32_difference_and_reports_a_bf16_one(dtype,
     tokens, batch, ours, total, floor, floor_total = map(int, AGREEMENTS.fullmatch(
         bench_decode.check_tokens(model, inputs, 8)).groups())
     assert (tokens, batch, total, floor_total) == (8, 1, 8, 8) and ours < 8
+
+
+def test_measure_all_warms_each_method_up_then_times_round_robin():
+    """A warm-up run of each method (`warmup` tokens, part 2: full length), then the timed runs in rounds, the 1-token
+    prefill runs, and one run for peak memory."""
+    calls = []
+
+    def method(name):
+        def run(tokens, clock):
+            calls.append((name, tokens))
+            for _ in range(tokens):
+                clock(None, None)
+        return run
+
+    measured = timing.measure_all({"a": (method("a"), 4), "b": (method("b"), 4)}, torch.device("cpu"), repeats=2,
+                                  warmup=4)
+    assert calls == [("a", 4), ("b", 4)] * 3 + [("a", 1), ("b", 1)] * 3 + [("a", 4), ("b", 4)]
+    assert all(isinstance(m, timing.Measured) for m in measured.values())
 
 
 @pytest.mark.parametrize("arch, seed", [("llava_onevision", 0), ("qwen3_vl", 0), ("qwen3_5", 2), ("qwen4_exp", 0),
