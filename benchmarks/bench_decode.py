@@ -42,7 +42,8 @@ cache), and the clock, a logits processor, runs in generate's own loop, outside 
 generate compiles.
 Part 3 (`--static with|only|skip`): greedy, batch 1, part 1's prompt, with `cache_implementation="static"`, eager and
 compiled (generate's `compile_config`: inductor, its defaults): plain, plain on 2 rows, pnd; pnd's compiled tokens are
-checked equal to the naive recompute's first.
+checked equal to the naive recompute's first. Eager is `disable_compile=True`: without it, generate on CUDA compiles
+a static cache's decoding steps with its default `compile_config`.
 
 Per token: the median time between decoding steps (a last logits processor records when each step's
 scores are ready; for mitigv, its per-step sampler); prefill: the time to the first step's scores, best
@@ -163,7 +164,8 @@ def static_cache(model, inputs, args, device) -> tuple[list[tuple[str, Measured 
     compiled = CompileConfig(backend=args.compile_backend)
     compiled._compile_all_devices = device.type != "cuda"  # generate compiles on CUDA-like devices only unless told
     static = dict(cache_implementation="static", max_cache_len=inputs["input_ids"].shape[1] + max(args.tokens, 8))
-    settings = {"static": static, "static, compiled": static | {"compile_config": compiled}}
+    # eager: disable_compile, or generate would compile a static cache's steps on CUDA all the same
+    settings = {"static": static | {"disable_compile": True}, "static, compiled": static | {"compile_config": compiled}}
     checked = check_tokens(model, inputs, 8, **settings["static, compiled"])
     doubled = {k: torch.cat([v, v]) for k, v in inputs.items()}
     methods = {"plain": (inputs, list), "plain, 2 rows": (doubled, list),
