@@ -28,6 +28,15 @@ def test_pnd_check_passes_on_the_default_families(capsys):
         assert 0 < floor < tolerance < 1e-3, family  # float32: a floor of a few roundings, the suite's tolerance
 
 
+def test_pnd_check_compares_a_family_with_forbidden_tokens_at_float32s_tolerance(capsys):
+    """Chameleon's forward sets its image tokens' logits to the dtype's minimum: they are forbidden in pnd's scores and
+    the reference's alike, and left out of the gaps and of the floor's rounding step (else a 1e38 gap, a 1e31
+    floor)."""
+    assert main(["check", "--families", "chameleon"]) == 0
+    [(result, *numbers)] = rows_of(capsys.readouterr().out).values()
+    assert result == "pass" and float(numbers[-1]) < 1e-3
+
+
 def test_pnd_check_in_bfloat16_from_the_command_line():
     """The installed command, in bf16: its tolerance comes from bf16's floor, far above float32's."""
     result = subprocess.run([sys.executable, "-m", "pnd.cli", "check", "--dtype", "bfloat16", "--families",

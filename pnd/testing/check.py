@@ -65,21 +65,33 @@ class CheckRow:
 
 
 def largest_gap(got: torch.Tensor, want: torch.Tensor) -> float:
-    """The largest |got - want| over the entries finite in both (generate sets banned tokens to -inf)."""
+    """The largest |got - want| over the entries finite in both (generate sets banned tokens to -inf). A token the
+    model forbids (its logit at the dtype's minimum: Chameleon's image tokens) must be forbidden in both (below
+    -1e30), whatever its value; otherwise the gap is infinite.
+
+    Example:
+        >>> largest_gap(torch.tensor([0.5, -3e38, -math.inf]), torch.tensor([0.25, -2e38, 1.0]))
+        0.25
+    """
     got, want = got.float(), want.float().to(got.device)
     finite = torch.isfinite(got) & torch.isfinite(want)
-    return float((got[finite] - want[finite]).abs().max()) if finite.any() else 0.0
+    forbidden_got, forbidden_want = finite & (got < -1e30), finite & (want < -1e30)
+    if not torch.equal(forbidden_got, forbidden_want):
+        return math.inf
+    compared = finite & ~forbidden_got
+    return float((got[compared] - want[compared]).abs().max()) if compared.any() else 0.0
 
 
 def rounding_step(logits: torch.Tensor, dtype: torch.dtype) -> float:
     """The spacing of `dtype`'s numbers at the logits' largest |value| (generate returns them in float32, whatever
-    the model computes in): two roundings of one logit in `dtype` are at most this far apart.
+    the model computes in), forbidden tokens' aside: two roundings of one logit in `dtype` are at most this far apart.
 
     Example:
         >>> rounding_step(torch.tensor([3.0, -5.0]), torch.bfloat16)
         0.03125
     """
-    largest = float(logits.float().abs().max())
+    magnitudes = logits.float().abs()
+    largest = float(magnitudes[magnitudes < 1e30].max())  # not a forbidden token's (its logit at the dtype's minimum)
     return torch.finfo(dtype).eps * 2.0 ** math.floor(math.log2(largest)) if largest > 0 else 0.0
 
 
