@@ -71,4 +71,22 @@ def static_report(model, inputs, args, device, static_rows, note: str = "") -> s
              "compilation:", ""]
     plain = {name: measured[re.sub(r"^(pnd|plain, 2 rows)", "plain", name)] for name in measured}
     lines += method_table(static_rows, plain)
+    for setting in ("static", "static, compiled"):
+        lines += ["", fixed_cost(measured, setting)]
     return "\n".join(lines)
+
+
+def fixed_cost(measured: dict, setting: str) -> str:
+    """pnd's per-step cost over plain on 2 rows with the same cache and compilation, in ms (issue 47's target: at most
+    0.3 ms); a row that failed says so.
+
+    Example:
+        >>> from types import SimpleNamespace as Row
+        >>> fixed_cost({"pnd, static": Row(token=0.0105), "plain, 2 rows, static": Row(token=0.01)}, "static")
+        'pnd, static: 0.50 ms per token over plain on 2 rows (10.50 against 10.00 ms).'
+    """
+    ours, two = (getattr(measured.get(f"{name}, {setting}"), "token", None) for name in ("pnd", "plain, 2 rows"))
+    if ours is None or two is None:
+        return f"pnd, {setting}: no fixed cost (a row did not run)."
+    return (f"pnd, {setting}: {(ours - two) * 1e3:.2f} ms per token over plain on 2 rows "
+            f"({ours * 1e3:.2f} against {two * 1e3:.2f} ms).")
