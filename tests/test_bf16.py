@@ -1,19 +1,20 @@
 """docs/design.md §3.2 in bfloat16: pnd's normalized decoding on a bf16 model equals the brute-force reference
-(`pnd.testing.reference`) run on the same bf16 model, within a tolerance that comes from bf16's own floor, measured here.
+(`pnd.testing.reference`) run on the same bf16 model, within a tolerance that comes from bf16's own floor, measured
+here.
 
-The floor is what bf16 costs with no pnd at all: plain `generate` against plain from-scratch forwards without a cache
-(`forced_scores` at alpha 0), teacher-forced on generate's own tokens, the largest gap between their log-probabilities
-(finite entries, every step). It is never taken below one bf16 step at the largest |logit| (`bf16_step`): a CPU often
-computes the cached and the uncached forward of a tiny model bit for bit alike (a gap of 0), while pnd's prior pass, a
-forward over other key slots than the reference's masked one, rounds some logits one step apart. pnd's scores are
-then compared with the reference's, teacher-forced on pnd's own tokens (a flipped near-tie does not end the
-comparison), on a bf16 copy of a few tiny models: attention only (LLaVA-OneVision; Qwen2-VL, M-RoPE; Gemma 3, sliding
-window and bidirectional image block), recurrent layers (Qwen3.5), an expansion the processor reports (SmolVLM);
-greedy, and sampling on one. An error below the floor (a subtraction rounded to bf16) is the float32 suite's to find.
+The floor is what bf16 costs with no pnd at all: plain `generate` against plain from-scratch forwards without a
+cache (`forced_scores` at alpha 0), teacher-forced on generate's own tokens, the largest gap between their
+log-probabilities (finite entries, every step). It is never taken below one bf16 step at the largest |logit|
+(`pnd.testing.check.rounding_step`): a CPU often computes the cached and the uncached forward of a tiny model bit
+for bit alike (a gap of 0), while pnd's prior pass, a forward over other key slots than the reference's masked one,
+rounds some logits one step apart. pnd's scores are then compared with the reference's, teacher-forced on pnd's own
+tokens (a flipped near-tie does not end the comparison), on a bf16 copy of a few tiny models: attention only
+(LLaVA-OneVision; Qwen2-VL, M-RoPE; Gemma 3, sliding window and bidirectional image block), recurrent layers
+(Qwen3.5), an expansion the processor reports (SmolVLM); greedy, and sampling on one. An error below the floor (a
+subtraction rounded to bf16) is the float32 suite's to find.
 """
 
 import copy
-import math
 
 import pytest
 import torch
@@ -21,31 +22,15 @@ from transformers import BatchFeature
 
 import pnd
 from pnd.testing import random_video, tiny_inputs
+from pnd.testing.check import SLACK, K, largest_gap, rounding_step
 from pnd.testing.reference import forced_scores
 
 from helpers import DEVICE, PROMPTS
 
 STEPS = 6
 ALPHA = 0.5
-# The tolerance is K floors. pnd's score log p_c - ALPHA * log p_prior comes from two passes, each computed in another
-# order than the reference's forward: the conditioned one is plain generate's (the measured floor), the prior one
-# another forward of the same model and kernels. One rounding apart per logit moves a log_softmax entry by at most two
-# steps (its own logit's and the normalizer's), so the two passes stay within 2 * (1 + ALPHA) = 3 floors; K = 4
-# leaves a margin (seen: at most 0.9 floor). SLACK: pnd's fp32 arithmetic, the float32 suite's tolerance.
-K, SLACK = 4.0, 1e-4
 CASES = [("llava_onevision", "greedy"), ("qwen2_vl", "greedy"), ("qwen3_5", "greedy"), ("gemma3", "greedy"),
          ("smolvlm", "greedy"), ("llava_onevision", "sample")]
-
-
-def largest_gap(got, want):
-    """The largest |got - want| over the entries finite in both (generate sets the banned end-of-sequence to -inf)."""
-    finite = torch.isfinite(got) & torch.isfinite(want)
-    return float((got[finite] - want[finite]).abs().max())
-
-
-def bf16_step(logits):
-    """The spacing of bf16 numbers at the largest |logit|: two roundings of one logit are at most this far apart."""
-    return torch.finfo(torch.bfloat16).eps * 2.0 ** math.floor(math.log2(float(logits.abs().max())))
 
 
 def bf16_copy(tiny, model_type):
@@ -76,7 +61,7 @@ def test_bf16_normalized_scores_match_the_reference_within_bf16s_floor(tiny, mod
         logits = torch.stack(plain.logits, 1).float()
         plain_scores = torch.log_softmax(logits, -1)
         measured = largest_gap(plain_scores, forced_scores(model, inputs, plain.sequences[:, length:], 0.0))
-        floor = max(measured, bf16_step(logits))
+        floor = max(measured, rounding_step(logits, torch.bfloat16))
         spread = float((plain_scores.amax(-1) - plain_scores.amin(-1)).min())  # log-probabilities' range in a step
         assert floor < 0.05 * spread, f"bf16's floor {floor:.3g} is not small beside the scores' range {spread:.3g}"
 
