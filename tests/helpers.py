@@ -3,6 +3,7 @@ other)."""
 
 import os
 import signal
+from pathlib import Path
 
 import av
 import numpy as np
@@ -37,6 +38,19 @@ def tiny_model(model_type: str, **kwargs):
 def tiny_inputs(*args, **kwargs):
     """`pnd.testing.tiny_inputs` on DEVICE (`on_device`)."""
     return on_device(pnd.testing.tiny_inputs(*args, **kwargs))
+
+
+PND_ROOT = Path(pnd.__file__).parent
+
+
+def pnd_call_site(frame, parts) -> str | None:
+    """`file:line` (relative to pnd's package) of `frame` when its file lies in one of `parts` (top-level entries of
+    the package: "decoding", "attachment.py", ...), else None: tells pnd's own calls from transformers' and torch's in
+    a `TorchFunctionMode` (give it `inspect.currentframe().f_back`)."""
+    path = Path(frame.f_code.co_filename)
+    if path.is_relative_to(PND_ROOT) and path.relative_to(PND_ROOT).parts[0] in parts:
+        return f"{path.relative_to(PND_ROOT)}:{frame.f_lineno}"
+    return None
 
 
 def assert_scores_close(got, want):

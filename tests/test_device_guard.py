@@ -12,7 +12,6 @@ decoding step.
 """
 
 import inspect
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,9 +20,8 @@ from torch.overrides import TorchFunctionMode
 import pnd
 from pnd.testing import random_video
 
-from helpers import PROMPTS, tiny_inputs
+from helpers import PROMPTS, pnd_call_site, tiny_inputs
 
-ROOT = Path(pnd.__file__).parent
 CHECKED = ("_compat", "architectures", "decoding", "scoring", "attachment.py", "validation.py")  # pnd's model side
 FACTORIES = {torch.tensor, torch.as_tensor, torch.scalar_tensor, torch.zeros, torch.ones, torch.empty, torch.full,
              torch.arange, torch.linspace, torch.eye, torch.rand, torch.randn, torch.randint, torch.randperm}
@@ -39,9 +37,9 @@ class DeviceLessTensors(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in FACTORIES and kwargs.get("device") is None:
-            caller = Path(inspect.currentframe().f_back.f_code.co_filename)
-            if caller.is_relative_to(ROOT) and caller.relative_to(ROOT).parts[0] in CHECKED:
-                self.found.add(f"{caller.relative_to(ROOT)}:{inspect.currentframe().f_back.f_lineno} {func.__name__}")
+            site = pnd_call_site(inspect.currentframe().f_back, CHECKED)
+            if site:
+                self.found.add(f"{site} {func.__name__}")
         return func(*args, **kwargs)
 
 

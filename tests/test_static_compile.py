@@ -3,7 +3,6 @@
 reference, greedy and beam search; the decoding steps run through one compiled graph."""
 
 import inspect
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,10 +13,9 @@ import pnd
 from pnd.decoding.cache import PairedStaticCache
 from pnd.testing.reference import forced_scores, greedy
 
-from helpers import PROMPTS, tiny_inputs, tiny_model
+from helpers import PND_ROOT, PROMPTS, pnd_call_site, tiny_inputs, tiny_model
 
 STEPS, ALPHA = 5, 0.6
-ROOT = Path(pnd.__file__).parent
 
 
 @pytest.fixture(autouse=True)
@@ -222,6 +220,7 @@ def test_compiled_decoding_returns_every_output():
         torch.testing.assert_close(got.transpose(1, 2)[queries], want.transpose(1, 2)[queries], atol=1e-5, rtol=0)
 
 
+NOT_TESTING = {path.name for path in PND_ROOT.iterdir()} - {"testing"}  # pnd's code, not the tiny models' builders
 HOST_SYNCS = {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__bool__, torch.Tensor.__int__,
               torch.Tensor.__float__, torch.Tensor.__index__, torch.Tensor.cpu, torch.Tensor.numpy}
 
@@ -235,9 +234,9 @@ class HostSyncs(TorchFunctionMode):
         self.calls: list[str] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        caller = Path(inspect.currentframe().f_back.f_code.co_filename)
-        if func in HOST_SYNCS and caller.is_relative_to(ROOT) and caller.relative_to(ROOT).parts[0] != "testing":
-            self.calls.append(f"{caller.relative_to(ROOT)}:{inspect.currentframe().f_back.f_lineno} {func.__name__}")
+        site = pnd_call_site(inspect.currentframe().f_back, NOT_TESTING) if func in HOST_SYNCS else None
+        if site:
+            self.calls.append(f"{site} {func.__name__}")
         return func(*args, **(kwargs or {}))
 
 
