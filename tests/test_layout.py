@@ -179,7 +179,7 @@ LAYERS = (  # each layer imports only from the layers before it (and from itself
     ("pnd._compat", "pnd._moved", "pnd.attachment", "pnd.extras", "pnd.validation"),
     ("pnd.architectures",),
     ("pnd.io",),
-    ("pnd.decoding",),
+    ("pnd.decoding", "pnd.interventions"),  # decoding registers the interventions, which are paired processors
     ("pnd.scoring",),
 )
 

@@ -32,6 +32,7 @@ from .._compat.cache_rows import cache_from_layers, layer_states, map_states
 from ..validation import check_pixels
 from .prior import PriorPrefill, default_position_ids
 
+CONTRASTS = ("inputs", "noise", "same")  # priors from an input run through the whole model: another, noised, the same
 NOISE_STEPS = 1000  # VCD's diffusion schedule (vcd_utils/vcd_add_noise.py)
 ICD_INSTRUCTION = "You are a confused object detector to provide a fuzzy overview or impression of the image."
 _HOW = "pass prior_inputs=<the processor's outputs for the contrast prompt> (pnd.icd_inputs builds ICD's)"
@@ -133,7 +134,7 @@ def prepare_contrast(architecture, normalizer, config, args: tuple, kwargs: dict
     if prior != "inputs" and prior_inputs is not None:
         raise ValueError(f"generate got prior_inputs, which only PriorNormalized(alpha, prior='inputs') reads (this "
                          f"processor has prior={prior!r}): drop prior_inputs or use prior='inputs'.")
-    if prior not in ("inputs", "noise") or not normalizer.needs_prior:
+    if prior not in CONTRASTS or not normalizer.needs_prior:
         return None, 0
     if prior == "inputs" and prior_inputs is None:
         raise ValueError(f"PriorNormalized(prior='inputs') needs the contrast prompt: {_HOW}.")
@@ -147,6 +148,8 @@ def prepare_contrast(architecture, normalizer, config, args: tuple, kwargs: dict
         raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")
     if prior == "noise":
         return _padded(architecture, kwargs, _noised(architecture, kwargs, normalizer))
+    if prior == "same":  # ONLY: the conditioned inputs, with an intervention on their rows
+        return {k: v for k, v in kwargs.items() if torch.is_tensor(v)}, 0
     contrast = _given(prior_inputs, kwargs["input_ids"])
     check_pixels(contrast, architecture.pixel_keys, "generate's prior_inputs")
     return _padded(architecture, kwargs, contrast)

@@ -39,6 +39,8 @@ class Generation:
     # the prompt's token ids, for a family whose generate hands its language model's generate `inputs_embeds` (the
     # Q-Former families): the first forward then gets no token ids, and the prior's prefill reads them here
     input_ids: torch.Tensor | None = None
+    reached: dict = field(default_factory=dict)  # the attention its processor's interventions act in (`pnd.interventions`)
+    visual: torch.Tensor | None = None  # (rows, prompt length) bool: the prompt's placeholder tokens, where they act
     steps: int = 0  # decoding steps the processor has scored in this call (M3ID's t)
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 

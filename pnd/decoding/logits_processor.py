@@ -36,6 +36,7 @@ class PairedProcessor(LogitsProcessor):
     Only settings live on the processor: the state of a call is its `Generation` (docs/design.md §3.9)."""
 
     prior: str = "masked"
+    interventions: tuple = ()  # changes inside the model on one side of the pair (`pnd.interventions`)
 
     @property
     def needs_prior(self) -> bool:

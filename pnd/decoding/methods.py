@@ -4,6 +4,8 @@
     vcd   Visual Contrastive Decoding (Leng et al., CVPR 2024)  PriorNormalized(prior="noise", combine="contrastive")
     icd   Instruction Contrastive Decoding (Wang et al., 2024)  PriorNormalized(prior="inputs", combine="contrastive")
     m3id  M3ID (Favero et al., CVPR 2024)                       M3ID(forgetting_rate, gate, prior="text")
+    pai   PAI (Liu et al., ECCV 2024)                           PAI(alpha, gamma, beta, start_layer, end_layer)
+    only  ONLY (Wan et al., ICCV 2025)                          ONLY(layer, alpha1, alpha2, gamma)
 
 Front ends (`pnd caption --method`, lmms-eval's `model_args` `method=vcd,noise_step=500`, `pnd sweep --methods`)
 take a name and settings (strings allowed) and get the logits processor, and for ICD the contrast prompt's text.
@@ -21,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from ..interventions import ONLY, PAI
 from .contrast import ICD_INSTRUCTION
 from .logits_processor import PairedProcessor, PriorNormalized
 from .m3id import M3ID
@@ -138,3 +141,9 @@ def _m3id(s: dict) -> M3ID:
 
 register(Method("m3id", "Favero et al., CVPR 2024 (M3ID)",
                 MappingProxyType({"forgetting_rate": 0.02, "gate": 0.3, "prior": "text"}), _m3id))
+register(Method("pai", "Liu et al., ECCV 2024 (PAI: Paying More Attention to Image)",
+                MappingProxyType({"alpha": 0.2, "gamma": 1.1, "beta": 0.1, "start_layer": 2, "end_layer": 32,
+                                  "prior": "text"}),
+                lambda s: PAI(**s)))
+register(Method("only", "Wan et al., ICCV 2025 (ONLY: One-Layer Intervention)",
+                MappingProxyType({"layer": 0, "alpha1": 3.0, "alpha2": 1.0, "gamma": 0.2}), lambda s: ONLY(**s)))

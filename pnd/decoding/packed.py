@@ -39,6 +39,7 @@ from .._compat.masks import (
 )
 from ..architectures import architecture_for
 from ..architectures.layers import layer_plan
+from ..interventions.engine import attention_with_interventions
 from .prior import assemble_prefill, prior_slots
 
 _ATTENTION = "pnd_packed_sdpa"
@@ -53,8 +54,8 @@ def split_attention(module, query, key, value, attention_mask, **kwargs):
     # mask makes plain SDPA exact, the split only saves time), or one without a mask (not the language model's: the
     # packed call gives it one; Kosmos-2.5's latent queries attend to the image with its text attention): plain SDPA
     packed = None if torch.compiler.is_compiling() else _PROMPT.get(None)
-    if packed is None or attention_mask is None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    if packed is None or attention_mask is None:  # and where interventions act, theirs (`pnd.interventions.engine`)
+        return attention_with_interventions(module, query, key, value, attention_mask, sdpa_attention_forward, **kwargs)
     length, unpadded = packed
     prompt_mask = None if unpadded else attention_mask[:, :, :length, :length]
     prompt, _ = sdpa_attention_forward(module, query[:, :, :length], key[:, :, :length], value[:, :, :length],
@@ -122,13 +123,14 @@ def _packed_mask(attended: torch.Tensor, slots) -> torch.Tensor:
     return allowed[:, None]
 
 
-def use_split_attention(model) -> None:
+def use_split_attention(model, always: bool = False) -> None:
     """Run the language model's attention through `split_attention` if it runs SDPA (plain SDPA outside a packed
-    call) and its prior may pack (`LayerPlan.packs`). Idempotent, and safe while other threads run the model: it never
-    switches anything back. A model whose prior never packs keeps its name "sdpa": MiniMax-M3 builds its sparse layers'
-    block masks only under that name (under another, its sparse layers would attend densely)."""
+    call) and its prior may pack (`LayerPlan.packs`), or `always` (where interventions act: `pnd.interventions`).
+    Idempotent, and safe while other threads run the model: it never switches anything back. A model whose prior never
+    packs keeps its name "sdpa" otherwise: MiniMax-M3 builds its sparse layers' block masks only under that name (under
+    another, its sparse layers would attend densely; interventions refuse its layers)."""
     config = model.config.get_text_config(decoder=True)
-    if attention_implementation(config) == "sdpa" and layer_plan(config).packs:
+    if attention_implementation(config) == "sdpa" and (always or layer_plan(config).packs):
         set_attention_implementation(config, _ATTENTION)
 
 

@@ -32,7 +32,7 @@ from ..architectures.reported import bind_processor, carried_expansions, expansi
 from ..attachment import Attachment, attachment_of, is_attached, remove_attachment
 from ..validation import check_pixels
 from .cache import PairedCache, PairedStaticCache
-from .contrast import prepare_contrast, without_padding
+from .contrast import CONTRASTS, prepare_contrast, without_padding
 from .generation import Generation, running
 from .logits_processor import PairedProcessor
 from .packed import stop_split_attention, use_split_attention
@@ -156,7 +156,7 @@ def _generate_carried(model, attachment: Attachment, *args, logits_processor=Non
     config = generation_config(model, kwargs)
     normalizer = normalizers[0]
     needs_prior = normalizer.needs_prior  # alpha=0 is plain generate, for every argument
-    if needs_prior and attachment.architecture.embeds_prompt and normalizer.prior in ("blank", "inputs", "noise"):
+    if needs_prior and attachment.architecture.embeds_prompt and normalizer.prior in ("blank", *CONTRASTS):
         raise ValueError(EMBEDDED_PROMPT)
     generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1,
                             input_ids=kwargs["input_ids"] if kwargs.get("input_ids") is not None else

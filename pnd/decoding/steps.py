@@ -31,7 +31,8 @@ from ..validation import check_conditioned_logits
 from .cache import PairedCache, PairedStaticCache
 from .contrast import contrast_prefill
 from .generation import running_generation
-from .packed import packed_prefill, packs_prior
+from ..interventions.engine import intervening, reach
+from .packed import packed_prefill, packs_prior, use_split_attention
 from .prior import blank_prefill, masked_prefill
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
@@ -133,19 +134,24 @@ def _prefill(model, attachment, generation, cache, kwargs, forward):
     if kwargs.get("position_ids") is None:
         raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
     mode = generation.normalizer.prior
+    _reach_interventions(model, generation, input_ids)
+    conditioned = _conditioned(generation, forward)
     if generation.contrast is not None:  # first: the conditioned call then sets what the model keeps (rope deltas)
-        prior = contrast_prefill(model, forward, generation.contrast, kwargs)
-        outputs = forward(**kwargs)
+        visual = generation.reached and _placeholders(model, generation, generation.contrast["input_ids"])
+        with intervening(generation.reached, visual, contrast=slice(None)):
+            prior = contrast_prefill(model, forward, generation.contrast, kwargs)
+        outputs = conditioned(**kwargs)
     elif generation.conversation is not None:  # the new text on the returned cache; the prior over the conversation
-        outputs = forward(**kwargs)
+        outputs = conditioned(**kwargs)
         prior = masked_prefill(model, *generation.conversation, mode, layer_states(cache))
     elif generation.blank_outputs is not None:
         outputs = forward(**kwargs)
         prior = blank_prefill(model, forward, kwargs, generation.blank_outputs)
-    elif attachment.prefill == "auto" and not attachment.architecture.embeds_prompt and packs_prior(model, kwargs):
+    elif (attachment.prefill == "auto" and not attachment.architecture.embeds_prompt and not generation.reached
+          and packs_prior(model, kwargs)):
         outputs, prior = packed_prefill(model, forward, kwargs, mode)
     else:
-        outputs = forward(**kwargs)
+        outputs = conditioned(**kwargs)
         reuse = attachment.prefill != "own_call_no_reuse"
         shared = layer_states(cache) if reuse else None
         prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
@@ -154,6 +160,35 @@ def _prefill(model, attachment, generation, cache, kwargs, forward):
     cache.add_prior(prior)
     generation.record(outputs.logits[:, -1], prior.logits)
     return outputs
+
+
+def _reach_interventions(model, generation, input_ids: torch.Tensor) -> None:
+    """Find the attention the processor's interventions act in (`pnd.interventions.reach`), and the prompt's
+    placeholder slots they read, once per generate call; refuse what they cannot act on."""
+    if not generation.normalizer.interventions:
+        return
+    if generation.conversation is not None:
+        raise ValueError(f"{type(generation.normalizer).__name__} does not continue a conversation from "
+                         "past_key_values: pass the whole conversation as input_ids, without past_key_values.")
+    use_split_attention(model, always=True)
+    generation.reached = reach(model, generation.normalizer.interventions)
+    generation.visual = _placeholders(model, generation, input_ids)
+
+
+def _placeholders(model, generation, input_ids: torch.Tensor) -> torch.Tensor:
+    """The slots of `input_ids` that hold visual placeholder tokens (the registry's), where interventions act."""
+    return generation.attachment.architecture.placeholder_mask(model.config, input_ids)
+
+
+def _conditioned(generation, forward):
+    """`forward`, run with the interventions that act on the conditioned rows (all of this call's rows)."""
+    if not generation.reached:
+        return forward
+
+    def conditioned(**kwargs):
+        with intervening(generation.reached, generation.visual, conditioned=slice(None)):
+            return forward(**kwargs)
+    return conditioned
 
 
 def _static_prefill(model, attachment, generation, cache: PairedStaticCache, kwargs, forward):
@@ -197,8 +232,12 @@ def _decode_step(generation, cache, kwargs, forward):
     prior_positions = positions - cache.prior_position_offset.unsqueeze(-1)
     paired["position_ids"] = torch.cat([positions, prior_positions], dim=batch_dim)
 
-    with indexer_keys(paired["attention_mask"]):  # slot-anchored indexers choose among the keys each row sees
-        outputs = (generation.decode_forward or forward)(**paired)
+    step = forward if generation.reached else generation.decode_forward or forward  # interventions: eager
+    visual = None if generation.visual is None else torch.cat([generation.visual, generation.visual])
+    length = paired["attention_mask"].shape[-1]  # the sequence's slots (a static cache's: all of them)
+    with indexer_keys(paired["attention_mask"]), intervening(generation.reached, visual, length,
+                                                             conditioned=slice(0, n), contrast=slice(n, 2 * n)):
+        outputs = step(**paired)
     logits = outputs.logits
     outputs.logits = outputs.logits[:n]
     for name in ("attentions", "hidden_states"):  # what the user sees describes the conditioned rows only

@@ -1,0 +1,175 @@
+"""Interventions inside the model on one side of pnd's pair: declared once, run inside the paired calls.
+
+An `AttentionIntervention` says which rows it acts on ("conditioned" or "contrast"), in which language-model layers
+(`layers(n_layers)`), and what it does to those layers' attention (`apply`), given the key slots of the visual
+expansion's placeholder tokens (read from the registry). `reach(model, interventions)` finds the attention module of
+every layer an intervention names, or refuses the model with the reason (a recurrent or indexed layer, an attention
+implementation other than SDPA; `pnd.decoding.packed.use_split_attention(model, always=True)` first switches an SDPA
+model to pnd's SDPA). Within a paired call, `intervening(...)` says which rows of the call are which,
+and pnd's attention (`pnd.decoding.packed.split_attention`) hands each reached layer's attention to
+`attention_with_interventions`: the other rows and layers run SDPA as always, and an intervention recomputes only what
+it changes (for PAI and ONLY, the newest query of its rows).
+
+Example:
+    >>> from pnd.testing import tiny_model
+    >>> from pnd.interventions.attention import DeactivateHeads
+    >>> model, _ = tiny_model("llava_onevision")
+    >>> sorted(reach(model, (DeactivateHeads(layer=1),)).values())
+    [1]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import torch
+
+from .._compat.masks import attention_implementation
+from ..architectures.layers import LAYER_KINDS
+
+ROWS = ("conditioned", "contrast")
+_PND_SDPA = "pnd_packed_sdpa"  # pnd's attention on an SDPA model (`pnd.decoding.packed`), where interventions reach
+
+
+class AttentionIntervention:
+    """An intervention in the attention of some language-model layers, on one side of the pair.
+
+    Subclasses set `rows` and `name`, and define `layers` and `apply`."""
+
+    rows: str = "conditioned"
+    name: str = "intervention"
+
+    def layers(self, n_layers: int) -> range:
+        """The decoder layers it acts in, for a language model of `n_layers` layers."""
+        raise NotImplementedError
+
+    def apply(self, site: AttentionSite, output: torch.Tensor) -> torch.Tensor:
+        """The attention output (rows, queries, heads, head_dim) of its rows at `site`, changed."""
+        raise NotImplementedError
+
+
+@dataclass
+class AttentionSite:
+    """One attention call of one reached layer, for the rows an intervention acts on: its inputs as the attention
+    function gets them (query (rows, heads, q, dim), key / value (rows, kv_heads, k, dim), mask or None), and
+    `visual` (rows, k), the key slots that hold the visual expansion's placeholder tokens."""
+
+    module: torch.nn.Module
+    query: torch.Tensor
+    key: torch.Tensor
+    value: torch.Tensor
+    mask: torch.Tensor | None
+    scaling: float
+    visual: torch.Tensor
+
+    def newest_logits(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the newest query's pre-softmax attention logits (rows, heads, 1, k), scaled, -inf on the keys it does not
+        see; the keys it sees (rows, 1, 1, k))."""
+        key = _repeated(self.key, self.query.shape[1])
+        logits = self.query[:, :, -1:] @ key.transpose(-1, -2) * self.scaling
+        if self.mask is None:  # a causal call: the newest query sees every key
+            seen = torch.ones_like(logits[:, :1], dtype=torch.bool)
+        else:
+            last = self.mask[..., -1:, :]
+            seen = last if last.dtype == torch.bool else last > torch.finfo(last.dtype).min
+            seen = seen.expand(logits.shape[0], 1, 1, -1)
+        return logits.masked_fill(~seen, -torch.inf), seen
+
+    def attend(self, logits: torch.Tensor) -> torch.Tensor:
+        """Softmax of `logits` (rows, heads, 1, k) in float32, in the query's dtype, times the values: (rows, 1,
+        heads, dim), as the attention output is laid out."""
+        weights = torch.softmax(logits, dim=-1, dtype=torch.float32).to(self.query.dtype)
+        return (weights @ _repeated(self.value, self.query.shape[1])).transpose(1, 2)
+
+
+def _repeated(states: torch.Tensor, heads: int) -> torch.Tensor:
+    """Key or value heads repeated to the query's `heads` (grouped-query attention)."""
+    return states.repeat_interleave(heads // states.shape[1], dim=1) if states.shape[1] != heads else states
+
+
+@dataclass(frozen=True)
+class _Call:
+    reached: dict  # id(attention module) -> (its decoder layer, the interventions acting there)
+    rows: dict  # "conditioned" / "contrast" -> slice of the call's batch
+    visual: torch.Tensor  # (batch of the call, slots) bool: the slots of the sequence so far, this call's tokens included
+
+
+_CALL: ContextVar[_Call | None] = ContextVar("pnd_intervened_call", default=None)
+
+
+@contextmanager
+def intervening(reached: dict, visual: torch.Tensor | None, length: int = 0, **rows: slice) -> Iterator[None]:
+    """Within the block (this context only), attention calls of the `reached` layers (`reach`) run their
+    interventions on the rows those name: `conditioned=slice(...)`, `contrast=slice(...)` (a role not given: no rows
+    of it in this call). `visual` (batch of the call, prompt slots) marks the placeholder tokens' slots; `length`: the
+    sequence's slots after this call (default: the prompt's)."""
+    if reached:
+        visual = torch.nn.functional.pad(visual, (0, max(length - visual.shape[1], 0)))
+    token = _CALL.set(_Call(reached, rows, visual) if reached else None)
+    try:
+        yield
+    finally:
+        _CALL.reset(token)
+
+
+def attention_with_interventions(module, query, key, value, attention_mask, attend, **kwargs):
+    """`attend(module, query, key, value, attention_mask, **kwargs)` (SDPA), then each running intervention that acts
+    in this module's layer changes the output of its rows."""
+    call = None if torch.compiler.is_compiling() else _CALL.get()
+    layer, acting = (None, ()) if call is None else call.reached.get(id(module), (None, ()))
+    output, weights = attend(module, query, key, value, attention_mask, **kwargs)
+    for intervention in acting:
+        rows = call.rows.get(intervention.rows)
+        if rows is None:
+            continue
+        visual = call.visual[rows]  # a static cache's keys: every slot; a sliding window's: the last ones
+        keys = key.shape[2]
+        visual = torch.nn.functional.pad(visual, (0, keys - visual.shape[1])) if keys >= visual.shape[1] \
+            else visual[:, -keys:]
+        mask = None if attention_mask is None else attention_mask[rows] if attention_mask.shape[0] > 1 else attention_mask
+        scaling = kwargs.get("scaling") or query.shape[-1] ** -0.5
+        site = AttentionSite(module, query[rows], key[rows], value[rows], mask, scaling, visual)
+        start, stop, _ = rows.indices(output.shape[0])
+        output = torch.cat([output[:start], intervention.apply(site, output[rows]), output[stop:]])
+    return output, weights
+
+
+def decoder_layers(model) -> torch.nn.ModuleList:
+    """The language model's decoder layers (`model.get_decoder().layers`)."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    layers = getattr(decoder, "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList):
+        raise ValueError(f"pnd cannot find the decoder layers of {type(model).__name__}'s language model, where the "
+                         "intervention acts.")
+    return layers
+
+
+def reach(model, interventions: Sequence[AttentionIntervention]) -> dict:
+    """{id(attention module): (layer index, the interventions acting there)} for every layer the `interventions` act
+    in; a ValueError naming the reason where one cannot be reached."""
+    config = model.config.get_text_config(decoder=True)
+    layers = decoder_layers(model)
+    kinds = getattr(config, "layer_types", None) or ["full_attention"] * len(layers)
+    reached = {}
+    for intervention in interventions:
+        wanted = intervention.layers(len(layers))
+        if not wanted:
+            raise ValueError(f"{intervention.name} acts in no layer of this model's {len(layers)} decoder layers: "
+                             f"choose layers in [0, {len(layers)}).")
+        implementation = attention_implementation(config)
+        if implementation != _PND_SDPA:
+            raise ValueError(f"{intervention.name} changes the language model's attention weights, which pnd reaches "
+                             f"in SDPA attention; this model runs {implementation!r}. Load the model with "
+                             "attn_implementation='sdpa' and pnd.attach it.")
+        for index in wanted:
+            attention = getattr(layers[index], "self_attn", None)
+            kind = LAYER_KINDS.get(kinds[index])
+            if attention is None or kind is None or (kind.prior, kind.state) != ("mask", "kv"):
+                raise ValueError(f"{intervention.name} acts on softmax attention over the prompt's slots, but decoder "
+                                 f"layer {index} of this model is a {kinds[index]!r} layer (recurrent, indexed or "
+                                 "without attention): choose other layers, or another model.")
+            reached[id(attention)] = (index, reached.get(id(attention), (index, ()))[1] + (intervention,))
+    return reached
