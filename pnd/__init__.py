@@ -14,11 +14,11 @@ from .decoding.logits_processor import PriorNormalized
 from .decoding.m3id import M3ID
 from .decoding.paired import attach, detach
 from .decoding.prior import prior_logits
-from .interventions import ONLY, PAI
+from .interventions import ONLY, PAI, VISTA
 from .scoring import CaptionScorer, ScoreParts
 
 __version__ = "0.2.0"
 if not any(isinstance(finder, MovedModules) for finder in sys.meta_path):
     sys.meta_path.insert(0, MovedModules())  # before any finder that could still see an old file
-__all__ = ["M3ID", "ONLY", "PAI", "CaptionScorer", "PriorNormalized", "ScoreParts", "attach", "detach", "icd_inputs", "prior_logits",
+__all__ = ["M3ID", "ONLY", "PAI", "VISTA", "CaptionScorer", "PriorNormalized", "ScoreParts", "attach", "detach", "icd_inputs", "prior_logits",
            "supported_model_types", "vcd_noise", "__version__"]

@@ -396,7 +396,7 @@ def test_m3id_takes_prior_inputs_in_python_not_from_the_front_ends():
 def test_registry_builds_each_papers_processor_with_its_defaults():
     from pnd.decoding.methods import METHODS, method
 
-    assert sorted(METHODS) == ["cpn", "icd", "m3id", "only", "pai", "vcd"]
+    assert sorted(METHODS) == ["cpn", "icd", "m3id", "only", "pai", "vcd", "vista"]
     assert repr(method("cpn").processor()) == repr(pnd.PriorNormalized(0.5))
     assert repr(method("vcd").processor()) == repr(pnd.PriorNormalized(1.0, prior="noise", plausibility=0.1,
                                                                         combine="contrastive", noise_step=500, seed=0))

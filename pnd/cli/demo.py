@@ -1,9 +1,10 @@
 """`pnd demo`: what prior normalization does, measured offline on the bundled demo model.
 
-    pnd demo [--out pnd_demo.png] [--per-pair 8] [--noise 0.85]
+    pnd demo [--out pnd_demo.png] [--per-pair 8] [--noise 0.85] [--methods cpn,vcd,icd,m3id,pai,only,vista]
 
 Prints plain and normalized captions of the sample videos, the caption prior pnd measures, and the
-balanced accuracy of the colour and size words per alpha on a uniform test set (`pnd.demo`); saves the plot.
+balanced accuracy of the colour and size words per alpha on a uniform test set (`pnd.demo`); saves the plot. With
+--methods, the table compares those decoding methods instead (docs/methods.md), each at two settings, plain first.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from pathlib import Path
 
 from ..decoding.captioning import generate_captions
 from ..decoding.paired import attach
-from ..demo import PLAUSIBILITY, SAMPLE_ALPHAS, SAMPLE_VIDEOS, evaluate, load_demo_model, markdown, plot, prior_shares
+from ..demo import (DEMO_METHODS, PLAUSIBILITY, SAMPLE_ALPHAS, SAMPLE_VIDEOS, compare_methods, evaluate, load_demo_model,
+                    markdown, plot, prior_shares)
 from ..demo.moving import FRAMES
 from ..io.video import list_videos, read_video
 
@@ -21,6 +23,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", default="pnd_demo.png", help="where to save the plot (default pnd_demo.png)")
     parser.add_argument("--per-pair", type=int, default=8, help="test clips per colour x size pair (default 8)")
     parser.add_argument("--noise", type=float, default=0.85, help="noise level of the test clips, 0-1 (default 0.85)")
+    parser.add_argument("--methods", default=None,
+                        help=f"compare these decoding methods, comma-separated, of {','.join(DEMO_METHODS)}")
 
 
 def run(args) -> int:
@@ -38,6 +42,16 @@ def run(args) -> int:
     print("\nCaption prior P(t) measured by pnd, summed per attribute:")
     for kind, values in shares.items():
         print(f"  {kind}: " + ", ".join(f"{name} {share:.2f}" for name, share in values.items()))
+    if args.methods is not None:
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        unknown = [m for m in methods if m not in DEMO_METHODS]
+        if unknown or not methods:
+            print(f"pnd demo: --methods takes names of {', '.join(DEMO_METHODS)}, got {args.methods!r}.")
+            return 2
+        rows = compare_methods(model, processor, methods, per_pair=args.per_pair, noise=args.noise)
+        print(f"\nTest set uniform over 4 colours x 3 sizes ({12 * args.per_pair} clips, noise {args.noise}), "
+              f"greedy captions, each method at the paper's defaults and at a second setting:\n\n{markdown(rows)}")
+        return 0
     table = evaluate(model, processor, per_pair=args.per_pair, noise=args.noise)
     print(f"\nTest set uniform over 4 colours x 3 sizes ({12 * args.per_pair} clips, noise {args.noise}), "
           f"greedy captions, plausibility {PLAUSIBILITY} with alpha > 0:\n\n{markdown(table)}")

@@ -41,6 +41,8 @@ class Generation:
     input_ids: torch.Tensor | None = None
     reached: dict = field(default_factory=dict)  # the attention its processor's interventions act in (`pnd.interventions`)
     visual: torch.Tensor | None = None  # (rows, prompt length) bool: the prompt's placeholder tokens, where they act
+    steering: torch.Tensor | None = None  # (rows, layers, hidden): VISTA's addition to each layer's output
+    hooks: list = field(default_factory=list)  # forward hooks of this call, removed when it ends
     steps: int = 0  # decoding steps the processor has scored in this call (M3ID's t)
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
@@ -75,6 +77,8 @@ def running(generation: Generation) -> Iterator[Generation]:
         yield generation
     finally:
         _RUNNING.reset(token)
+        for hook in generation.hooks:
+            hook.remove()
 
 
 @contextmanager

@@ -6,6 +6,7 @@
     m3id  M3ID (Favero et al., CVPR 2024)                       M3ID(forgetting_rate, gate, prior="text")
     pai   PAI (Liu et al., ECCV 2024)                           PAI(alpha, gamma, beta, start_layer, end_layer)
     only  ONLY (Wan et al., ICCV 2025)                          ONLY(layer, alpha1, alpha2, gamma)
+    vista VISTA (Li & Shi, ICML 2025)                           VISTA(steer_strength)
 
 Front ends (`pnd caption --method`, lmms-eval's `model_args` `method=vcd,noise_step=500`, `pnd sweep --methods`)
 take a name and settings (strings allowed) and get the logits processor, and for ICD the contrast prompt's text.
@@ -23,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..interventions import ONLY, PAI
+from ..interventions import ONLY, PAI, VISTA
 from .contrast import ICD_INSTRUCTION
 from .logits_processor import PairedProcessor, PriorNormalized
 from .m3id import M3ID
@@ -147,3 +148,5 @@ register(Method("pai", "Liu et al., ECCV 2024 (PAI: Paying More Attention to Ima
                 lambda s: PAI(**s)))
 register(Method("only", "Wan et al., ICCV 2025 (ONLY: One-Layer Intervention)",
                 MappingProxyType({"layer": 0, "alpha1": 3.0, "alpha2": 1.0, "gamma": 0.2}), lambda s: ONLY(**s)))
+register(Method("vista", "Li & Shi, ICML 2025 (VISTA: Visual Information Steering)",
+                MappingProxyType({"steer_strength": 0.01, "prior": "text"}), lambda s: VISTA(**s)))

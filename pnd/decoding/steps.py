@@ -31,7 +31,8 @@ from ..validation import check_conditioned_logits
 from .cache import PairedCache, PairedStaticCache
 from .contrast import contrast_prefill
 from .generation import running_generation
-from ..interventions.engine import intervening, reach
+from ..interventions.engine import AttentionIntervention, intervening, reach
+from ..interventions.steering import SteerLayerOutputs, steering_prefill
 from .packed import packed_prefill, packs_prior, use_split_attention
 from .prior import blank_prefill, masked_prefill
 
@@ -136,7 +137,10 @@ def _prefill(model, attachment, generation, cache, kwargs, forward):
     mode = generation.normalizer.prior
     _reach_interventions(model, generation, input_ids)
     conditioned = _conditioned(generation, forward)
-    if generation.contrast is not None:  # first: the conditioned call then sets what the model keeps (rope deltas)
+    steering = next((i.strength for i in generation.normalizer.interventions if isinstance(i, SteerLayerOutputs)), None)
+    if steering is not None:  # VISTA: its vectors first, from an unsteered pass and the prior rows
+        outputs, prior = steering_prefill(model, generation, forward, kwargs, input_ids, steering)
+    elif generation.contrast is not None:  # first: the conditioned call then sets what the model keeps (rope deltas)
         visual = generation.reached and _placeholders(model, generation, generation.contrast["input_ids"])
         with intervening(generation.reached, visual, contrast=slice(None)):
             prior = contrast_prefill(model, forward, generation.contrast, kwargs)
@@ -147,8 +151,8 @@ def _prefill(model, attachment, generation, cache, kwargs, forward):
     elif generation.blank_outputs is not None:
         outputs = forward(**kwargs)
         prior = blank_prefill(model, forward, kwargs, generation.blank_outputs)
-    elif (attachment.prefill == "auto" and not attachment.architecture.embeds_prompt and not generation.reached
-          and packs_prior(model, kwargs)):
+    elif (attachment.prefill == "auto" and not attachment.architecture.embeds_prompt
+          and not generation.normalizer.interventions and packs_prior(model, kwargs)):
         outputs, prior = packed_prefill(model, forward, kwargs, mode)
     else:
         outputs = conditioned(**kwargs)
@@ -171,7 +175,8 @@ def _reach_interventions(model, generation, input_ids: torch.Tensor) -> None:
         raise ValueError(f"{type(generation.normalizer).__name__} does not continue a conversation from "
                          "past_key_values: pass the whole conversation as input_ids, without past_key_values.")
     use_split_attention(model, always=True)
-    generation.reached = reach(model, generation.normalizer.interventions)
+    generation.reached = reach(model, [i for i in generation.normalizer.interventions
+                                       if isinstance(i, AttentionIntervention)])
     generation.visual = _placeholders(model, generation, input_ids)
 
 
@@ -232,10 +237,11 @@ def _decode_step(generation, cache, kwargs, forward):
     prior_positions = positions - cache.prior_position_offset.unsqueeze(-1)
     paired["position_ids"] = torch.cat([positions, prior_positions], dim=batch_dim)
 
-    step = forward if generation.reached else generation.decode_forward or forward  # interventions: eager
+    intervened = generation.normalizer.interventions
+    step = forward if intervened else generation.decode_forward or forward  # interventions: eager steps
     visual = None if generation.visual is None else torch.cat([generation.visual, generation.visual])
     length = paired["attention_mask"].shape[-1]  # the sequence's slots (a static cache's: all of them)
-    with indexer_keys(paired["attention_mask"]), intervening(generation.reached, visual, length,
+    with indexer_keys(paired["attention_mask"]), intervening(generation.reached, visual, length, generation.steering,
                                                              conditioned=slice(0, n), contrast=slice(n, 2 * n)):
         outputs = step(**paired)
     logits = outputs.logits

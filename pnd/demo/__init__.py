@@ -75,6 +75,36 @@ def evaluate(model, processor, alphas=ALPHAS, per_pair: int = 8, noise: float = 
     return table
 
 
+# each method at the paper's defaults, then at a second strength; the demo model has 2 layers, so PAI from layer 0
+DEMO_METHODS = {
+    "cpn": ({}, {"alpha": 1.0, "plausibility": PLAUSIBILITY}),
+    "vcd": ({}, {"alpha": 0.5}),
+    "icd": ({}, {"alpha": 0.5}),
+    "m3id": ({}, {"forgetting_rate": 0.2, "gate": 1.0}),
+    "pai": ({"start_layer": 0}, {"start_layer": 0, "alpha": 1.0, "gamma": 2.0}),
+    "only": ({}, {"layer": 1}),
+    "vista": ({}, {"steer_strength": 0.2}),
+}
+
+
+def compare_methods(model, processor, methods, per_pair: int = 8, noise: float = 0.85) -> list[tuple[str, dict]]:
+    """[(label, {"colour": balanced accuracy, "size": ...})] of greedy captions on `uniform_test_set`: plain first,
+    then each method of `methods` (`DEMO_METHODS`' names) at its two settings. `model` must be attached."""
+    from ..decoding.captioning import generate_captions
+    from .moving import attributes
+
+    clips, pairs = uniform_test_set(per_pair, noise)
+    runs = [("plain", None, {})] + [(name, name, settings) for name in methods for settings in DEMO_METHODS[name]]
+    rows = []
+    for name, method, settings in runs:
+        named = [attributes(c) for c in generate_captions(model, processor, clips, None, method=method,
+                                                          settings=settings)]
+        label = name + "".join(f" {k}={v}" for k, v in settings.items())
+        rows.append((label, {attribute: balanced_accuracy([p[k] for p in pairs], [n[k] for n in named])
+                             for k, attribute in enumerate(ATTRIBUTES)}))
+    return rows
+
+
 def prior_shares(model, processor) -> dict[str, dict[str, float]]:
     """The caption prior P(t) pnd measures over all captions, summed per colour and per size."""
     from ..scoring.scorer import CaptionScorer
@@ -90,9 +120,15 @@ def prior_shares(model, processor) -> dict[str, dict[str, float]]:
             for k, (kind, names) in enumerate(zip(ATTRIBUTES, (COLOURS, SIZES)))}
 
 
-def markdown(table: dict[float, dict[str, float]]) -> str:
-    lines = ["| alpha | colour balanced accuracy | size balanced accuracy |", "|---|---|---|"]
-    lines += [f"| {a}{' (plain)' if a == 0 else ''} | {r['colour']:.3f} | {r['size']:.3f} |" for a, r in table.items()]
+def markdown(table: dict[float, dict[str, float]] | list[tuple[str, dict]]) -> str:
+    """The table of `evaluate` (by alpha) or of `compare_methods` (by method and settings) in markdown."""
+    if isinstance(table, dict):
+        table = [(f"{a}{' (plain)' if a == 0 else ''}", r) for a, r in table.items()]
+        head = "alpha"
+    else:
+        head = "method"
+    lines = [f"| {head} | colour balanced accuracy | size balanced accuracy |", "|---|---|---|"]
+    lines += [f"| {label} | {r['colour']:.3f} | {r['size']:.3f} |" for label, r in table]
     return "\n".join(lines)
 
 

@@ -94,25 +94,34 @@ def _repeated(states: torch.Tensor, heads: int) -> torch.Tensor:
 class _Call:
     reached: dict  # id(attention module) -> (its decoder layer, the interventions acting there)
     rows: dict  # "conditioned" / "contrast" -> slice of the call's batch
-    visual: torch.Tensor  # (batch of the call, slots) bool: the slots of the sequence so far, this call's tokens included
+    visual: torch.Tensor | None  # (batch of the call, slots) bool: the sequence's slots, this call's tokens included
+    steering: torch.Tensor | None  # (rows, layers, hidden): what each layer's output gets on the conditioned rows
 
 
 _CALL: ContextVar[_Call | None] = ContextVar("pnd_intervened_call", default=None)
 
 
 @contextmanager
-def intervening(reached: dict, visual: torch.Tensor | None, length: int = 0, **rows: slice) -> Iterator[None]:
+def intervening(reached: dict, visual: torch.Tensor | None, length: int = 0, steering: torch.Tensor | None = None,
+                **rows: slice) -> Iterator[None]:
     """Within the block (this context only), attention calls of the `reached` layers (`reach`) run their
     interventions on the rows those name: `conditioned=slice(...)`, `contrast=slice(...)` (a role not given: no rows
     of it in this call). `visual` (batch of the call, prompt slots) marks the placeholder tokens' slots; `length`: the
-    sequence's slots after this call (default: the prompt's)."""
+    sequence's slots after this call (default: the prompt's). `steering`: added to each decoder layer's output on the
+    conditioned rows (`pnd.interventions.steering`)."""
     if reached:
         visual = torch.nn.functional.pad(visual, (0, max(length - visual.shape[1], 0)))
-    token = _CALL.set(_Call(reached, rows, visual) if reached else None)
+    acting = reached or steering is not None
+    token = _CALL.set(_Call(reached, rows, visual, steering) if acting else None)
     try:
         yield
     finally:
         _CALL.reset(token)
+
+
+def running_call() -> _Call | None:
+    """The intervened call running in this context, if any."""
+    return _CALL.get()
 
 
 def attention_with_interventions(module, query, key, value, attention_mask, attend, **kwargs):

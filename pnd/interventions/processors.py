@@ -1,4 +1,4 @@
-"""`PAI` and `ONLY`: logits processors whose method also changes one side of pnd's pair inside the model
+"""`PAI`, `ONLY` and `VISTA`: logits processors whose method also changes one side of pnd's pair inside the model
 (docs/methods.md).
 
     PAI  (Liu et al., ECCV 2024)   conditioned rows: image attention amplified (`AmplifyVisualAttention`);
@@ -7,6 +7,9 @@
     ONLY (Wan et al., ICCV 2025)   contrast rows: the same inputs, low-TVER heads of one layer off (`DeactivateHeads`);
                                    s = log p + alpha1 * log p~ where sum |p - p~| < gamma, else
                                    (1 + alpha2) log p - alpha2 log p~
+    VISTA (Li & Shi, ICML 2025)    conditioned rows: a steering vector added to each layer's output
+                                   (`SteerLayerOutputs`); prior rows (prior="text") give the vectors in the prefill;
+                                   s = the steered model's own scores
 
 Example:
     >>> import pnd
@@ -27,6 +30,7 @@ import torch
 from ..decoding.logits_processor import PairedProcessor
 from ..validation import real_number
 from .attention import AmplifyVisualAttention, DeactivateHeads
+from .steering import SteerLayerOutputs
 
 
 def _number(name: str, value, low: float, high: float = math.inf, default=None, low_open: bool = False) -> float:
@@ -133,3 +137,37 @@ class ONLY(PairedProcessor):
 
     def __repr__(self) -> str:
         return f"ONLY(layer={self.layer}, alpha1={self.alpha1}, alpha2={self.alpha2}, gamma={self.gamma})"
+
+
+class VISTA(PairedProcessor):
+    """VISTA (Visual Information Steering, Li & Shi, ICML 2025; its visual steering vectors, as mitigv implements
+    them) on an attached model: `model.generate(..., logits_processor=[pnd.VISTA()])`.
+
+    Args:
+        steer_strength: lambda >= 0, the weight of the steering vectors (VISTA's 0.01); 0 is plain `generate`.
+        prior: the prompt without its visual input that the vectors subtract: "text" (default, the visual tokens
+            dropped, positions renumbered) or "masked" (for sliding-window models such as Gemma 3).
+
+    The scores are the steered model's own, as `generate` hands them over.
+    """
+
+    def __init__(self, steer_strength: float = 0.01, prior: str = "text"):
+        self.steer_strength = _number("steer_strength", steer_strength, 0, default=0.01)
+        if prior not in ("text", "masked"):
+            raise ValueError(f"VISTA's prior must be 'text' or 'masked', got {prior!r}.")
+        self.prior = prior
+        self.interventions = (SteerLayerOutputs(self.steer_strength),) if self.steer_strength else ()
+
+    @property
+    def needs_prior(self) -> bool:
+        return self.steer_strength > 0
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        generation = self.running()
+        if self.needs_prior:
+            generation.pop()  # the prior rows' logits of this step: VISTA read the rows in the prefill only
+        return scores.float()
+
+    def __repr__(self) -> str:
+        extra = "" if self.prior == "text" else f", prior={self.prior!r}"
+        return f"VISTA(steer_strength={self.steer_strength}{extra})"
