@@ -58,13 +58,19 @@ def contrast_prior(contrast):
 def text_prior(model, inputs, sequence):
     """M3ID's unconditioned model: the sequence with the visual expansion cut out, the kept tokens alone at positions
     0, 1, 2, ... (the prompt as if it had no visual input)."""
+    return kept_tokens_logits(model, sequence, *text_only_tokens(model, inputs, sequence))
+
+
+def text_only_tokens(model, inputs, sequence):
+    """(kept, positions) of `text_prior`'s forward: every non-padding token but the visual expansion, at 0, 1, 2, ...
+    (M-RoPE: the same on its three rows)."""
     mask = sequence_mask(inputs, sequence).bool()
     visual = visual_positions(model, inputs["input_ids"])
     mask[:, : visual.shape[1]] &= ~visual
     positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
     if conditioned_positions(model, sequence, sequence_mask(inputs, sequence), inputs).ndim == 3:  # M-RoPE: text
         positions = positions.expand(3, -1, -1)
-    return kept_tokens_logits(model, sequence, mask, positions)
+    return mask, positions
 
 
 def masked_prior(model, inputs, sequence):
@@ -72,17 +78,21 @@ def masked_prior(model, inputs, sequence):
     return full_logits(model, inputs, sequence, prior=True)
 
 
-def method_scores(model, inputs, sequence, combine, prior, step):
-    """`combine(log p_c, log p_prior, step)` for the next token after `sequence` (step 1: the first generated one)."""
-    cond = torch.log_softmax(full_logits(model, inputs, sequence, prior=False), -1)
-    return combine(cond, torch.log_softmax(prior(model, inputs, sequence).float(), -1), step)
+def method_scores(model, inputs, sequence, combine, prior, step, conditioned=None):
+    """`combine(log p_c, log p_prior, step)` for the next token after `sequence` (step 1: the first generated one).
+
+    `conditioned(model, inputs, sequence)` replaces the conditioned logits (`full_logits(..., prior=False)`): the
+    methods that intervene inside the model (`interventions.py`); `prior=None`: no prior forward, combine gets None."""
+    conditioned = conditioned or (lambda *args: full_logits(*args, prior=False))
+    cond = torch.log_softmax(conditioned(model, inputs, sequence).float(), -1)
+    return combine(cond, None if prior is None else torch.log_softmax(prior(model, inputs, sequence).float(), -1), step)
 
 
-def method_greedy(model, inputs, steps, combine, prior, banned=()):
+def method_greedy(model, inputs, steps, combine, prior, banned=(), conditioned=None):
     """Greedy decoding by brute force on `method_scores`: (generated tokens, per-step scores)."""
     sequence, scores = inputs["input_ids"], []
     for step in range(1, steps + 1):
-        s = method_scores(model, inputs, sequence, combine, prior, step)
+        s = method_scores(model, inputs, sequence, combine, prior, step, conditioned)
         scores.append(s)
         choice = s.clone()
         choice[:, list(banned)] = -torch.inf
@@ -90,8 +100,8 @@ def method_greedy(model, inputs, steps, combine, prior, banned=()):
     return sequence[:, inputs["input_ids"].shape[1] :], scores
 
 
-def method_forced(model, inputs, generated, combine, prior):
+def method_forced(model, inputs, generated, combine, prior, conditioned=None):
     """Per-step `method_scores` (batch, steps, vocab) along given generated tokens."""
     prompt = inputs["input_ids"]
-    return torch.stack([method_scores(model, inputs, torch.cat([prompt, generated[:, :k]], 1), combine, prior, k + 1)
-                        for k in range(generated.shape[1])], 1)
+    return torch.stack([method_scores(model, inputs, torch.cat([prompt, generated[:, :k]], 1), combine, prior, k + 1,
+                                      conditioned) for k in range(generated.shape[1])], 1)
