@@ -9,7 +9,7 @@
                                    (1 + alpha2) log p - alpha2 log p~
     VISTA (Li & Shi, ICML 2025)    conditioned rows: a steering vector added to each layer's output
                                    (`SteerLayerOutputs`); prior rows (prior="text") give the vectors in the prefill;
-                                   s = the steered model's own scores
+                                   s = log p of the steered model
 
 Example:
     >>> import pnd
@@ -88,8 +88,10 @@ class PAI(PairedProcessor):
         if not self.needs_prior:
             return x
         log_img, log_text = self.log_probs(generation, x)
+        if self.gamma == 1:  # the amplification alone
+            return log_img.masked_fill(torch.isneginf(x), -math.inf)
         out = self.gamma * (log_img - log_text) + log_text
-        if self.gamma != 1 and self.beta > 0:
+        if self.beta > 0:
             out = out.masked_fill(x < x.amax(dim=-1, keepdim=True) + math.log(self.beta), -math.inf)
         return out.masked_fill(torch.isneginf(x), -math.inf)
 
@@ -148,7 +150,7 @@ class VISTA(PairedProcessor):
         prior: the prompt without its visual input that the vectors subtract: "text" (default, the visual tokens
             dropped, positions renumbered) or "masked" (for sliding-window models such as Gemma 3).
 
-    The scores are the steered model's own, as `generate` hands them over.
+    The scores are the steered model's log-probabilities.
     """
 
     def __init__(self, steer_strength: float = 0.01, prior: str = "text"):
@@ -164,9 +166,11 @@ class VISTA(PairedProcessor):
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         generation = self.running()
-        if self.needs_prior:
-            generation.pop()  # the prior rows' logits of this step: VISTA read the rows in the prefill only
-        return scores.float()
+        x = scores.float()
+        if not self.needs_prior:
+            return x
+        log_steered, _ = self.log_probs(generation, x)  # the prior rows served the prefill's vectors only
+        return log_steered.masked_fill(torch.isneginf(x), -math.inf)
 
     def __repr__(self) -> str:
         extra = "" if self.prior == "text" else f", prior={self.prior!r}"

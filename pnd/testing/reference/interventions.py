@@ -6,7 +6,7 @@ the weights after its softmax (`eager_attention`), forward hooks on its decoder 
 papers and mitigv's definitions (mitigv/algorithms/pai.py, only.py, vista.py), not from pnd.
 
 Queries are indexed in the whole sequence (prompt of length L, then the generated tokens): the queries at L - 1 and
-after are those that cached decoding once computed as the newest token; the visual slots are `visual_positions` of
+after are those that cached decoding once computed as the newest token; the visual slots are `placeholder_positions` of
 the prompt (False for generated tokens); a query's visible keys are those its attention mask lets it see.
 
 Example (on a tiny model, a few seconds):
@@ -27,7 +27,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ...attachment import attachment_of
-from .expansion import visual_positions
+from .expansion import placeholder_positions
 from .forwards import full_logits, kept_tokens_forward
 from .scores import text_only_tokens
 
@@ -111,8 +111,9 @@ def eager_attention(model, before=None, after=None):
 
 
 def visual_slots(model, inputs, length):
-    """(batch, length) bool: the prompt's visual slots, False for the generated tokens."""
-    visual = visual_positions(model, inputs["input_ids"])
+    """(batch, length) bool: the prompt's visual placeholder tokens (the image/video token ids, not the delimiters
+    around them: the span mitigv finds), False for the generated tokens."""
+    visual = placeholder_positions(model, inputs["input_ids"])
     return torch.cat([visual, visual.new_zeros(visual.shape[0], length - visual.shape[1])], 1)
 
 
@@ -232,18 +233,24 @@ def _hidden_states(owner):
         post.remove()
 
 
-def steering_vectors(model, inputs):
+def steering_vectors(model, inputs, prior="text"):
     """VISTA's vectors, one per decoder layer l: H_p[l + 1][:, last slot] - H_n[l + 1][:, last kept slot], H_p the
     hidden states of the plain conditioned forward of the prompt, H_n those of the text-only prompt (the visual
-    expansion cut out, the kept tokens alone at 0, 1, 2, ...). The last entry is after the final norm (as mitigv)."""
+    expansion cut out, the kept tokens alone at 0, 1, 2, ...; `prior="masked"`: the prompt with its expansion masked
+    out of attention, positions kept). The last entry is after the final norm (as mitigv)."""
     owner, layers = decoder_layers(model)
     prompt = inputs["input_ids"]
     with torch.no_grad(), _hidden_states(owner) as captured:
         full_logits(model, inputs, prompt, prior=False)
+        if prior == "masked":
+            full_logits(model, inputs, prompt, prior=True)
     positive = captured[0]
-    kept, positions = text_only_tokens(model, inputs, prompt)
-    with torch.no_grad():
-        negative = kept_tokens_forward(model, prompt, kept, positions, output_hidden_states=True)[0].hidden_states
+    if prior == "masked":
+        negative = captured[1]
+    else:
+        kept, positions = text_only_tokens(model, inputs, prompt)
+        with torch.no_grad():
+            negative = kept_tokens_forward(model, prompt, kept, positions, output_hidden_states=True)[0].hidden_states
     assert len(positive) == len(negative) == len(layers) + 1
     return [positive[layer + 1][:, -1] - negative[layer + 1][:, -1] for layer in range(len(layers))]
 
@@ -255,12 +262,13 @@ def _steer(output, add):
     return output + add.to(output.dtype)
 
 
-def vista_conditioned(steer_strength):
+def vista_conditioned(steer_strength, prior="text"):
     """VISTA's conditioned logits (model, inputs, sequence) -> (batch, vocab) fp32: the conditioned from-scratch
-    forward with each decoder layer l's output (every position) + steer_strength * `steering_vectors`[l]. Its score is
+    forward with each decoder layer l's output (every position) + steer_strength * `steering_vectors`[l] (of `prior`,
+    "text" or "masked"). Its score is
     log_softmax of these alone: combine with `lambda c, p, step: c` (and prior=None)."""
     def conditioned(model, inputs, sequence):
-        vectors = steering_vectors(model, inputs)
+        vectors = steering_vectors(model, inputs, prior)
         hooks = [layer.register_forward_hook(lambda m, a, out, add=steer_strength * v[:, None]: _steer(out, add))
                  for layer, v in zip(decoder_layers(model)[1], vectors)]
         try:
