@@ -1,0 +1,192 @@
+"""PAI, ONLY and VISTA on pnd's paired engine (docs/methods.md) against brute-force references built from the formulas: at
+every step, from-scratch forwards of a separate, never-attached copy of the model with the intervention applied by
+hand (`pnd.testing.reference.interventions`)."""
+
+import pytest
+import torch
+
+import pnd
+from pnd.decoding.methods import method
+from pnd.testing.reference import masked_prior, method_forced, method_greedy, text_prior
+from pnd.testing.reference.interventions import (only_combine, only_contrast, pai_combine, pai_conditioned,
+                                                  vista_conditioned)
+
+from helpers import PROMPTS, tiny_inputs, tiny_model
+
+STEPS = 4
+BEAM = {"num_beams": 3, "num_return_sequences": 2, "length_penalty": 1.0}
+SAMPLE = {"do_sample": True, "top_k": 0, "top_p": 1.0, "temperature": 1.0}
+
+
+def pai(prior="text", **settings):
+    """pnd's PAI on a 2-layer tiny model, strong enough to change its tokens, and its reference pieces."""
+    settings = {"alpha": 1.0, "gamma": 1.5, "beta": 0.1, "start_layer": 0, "end_layer": 32, **settings}
+    reference = (pai_combine(settings["gamma"], settings["beta"]), masked_prior if prior == "masked" else text_prior,
+                 pai_conditioned(settings["alpha"], settings["start_layer"], settings["end_layer"]))
+    return pnd.PAI(**settings, prior=prior), reference
+
+
+def only(**settings):
+    settings = {"layer": 0, "alpha1": 3.0, "alpha2": 1.0, "gamma": 0.2, **settings}
+    return pnd.ONLY(**settings), (only_combine(settings["alpha1"], settings["alpha2"], settings["gamma"]),
+                                  only_contrast(settings["layer"]), None)
+
+
+def vista(**settings):
+    strength, prior = settings.get("steer_strength", 0.05), settings.get("prior", "text")
+    return pnd.VISTA(strength, prior=prior), (lambda c, p, step: c, None, vista_conditioned(strength, prior))
+
+
+METHODS = {"pai": pai, "only": only, "vista": vista}
+NAMES = list(METHODS)
+
+
+@pytest.fixture(scope="module")
+def models():
+    """model type -> (attached model, processor, a never-attached copy for the reference)."""
+    built = {}
+
+    def get(model_type):
+        if model_type not in built:
+            model, processor = tiny_model(model_type)
+            built[model_type] = (pnd.attach(model), processor, tiny_model(model_type)[0])
+        return built[model_type]
+    return get
+
+
+def eos(model):
+    ids = model.generation_config.eos_token_id
+    return ids if isinstance(ids, list) else [ids]
+
+
+def generate(model, inputs, processor, **kwargs):
+    kwargs = {"do_sample": False, **kwargs}
+    return model.generate(**inputs, max_new_tokens=STEPS, logits_processor=[processor], return_dict_in_generate=True,
+                          output_scores=True, **kwargs)
+
+
+def assert_scores(model, got, want):
+    """generate's scores are the reference's; -inf where it is -inf (the end-of-sequence tokens aside)."""
+    finite = torch.isfinite(want)
+    cut = finite & ~torch.isfinite(got)
+    assert not cut[..., [i for i in range(cut.shape[-1]) if i not in eos(model)]].any()
+    finite &= ~cut
+    assert torch.equal(torch.isfinite(got), finite)
+    torch.testing.assert_close(got[finite], want[finite].to(got.device), atol=2e-4, rtol=0)
+
+
+def forced(reference_model, inputs, generated, reference):
+    combine, prior, conditioned = reference
+    return method_forced(reference_model, inputs, generated, combine, prior, conditioned=conditioned)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "qwen3_vl", "gemma3", "internvl", "llava"])
+def test_greedy_on_a_padded_batch_matches_brute_force(models, name, model_type):
+    model, processor, reference_model = models(model_type)
+    extra = {"prior": "masked"} if name != "only" and model_type == "gemma3" else {}  # "text": refused on sliding windows
+    ours, reference = METHODS[name](**extra)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    out = generate(model, inputs, ours)
+    combine, prior, conditioned = reference
+    tokens, scores = method_greedy(reference_model, inputs, STEPS, combine, prior, banned=eos(model),
+                                   conditioned=conditioned)
+    assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1]:], tokens.to(out.sequences.device))
+    assert_scores(model, torch.stack(out.scores, 1), torch.stack(scores, 1))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_image_prompt_matches_brute_force(models, name):
+    model, processor, reference_model = models("llava_onevision")
+    ours, (combine, prior, conditioned) = METHODS[name]()
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1], image=True)
+    out = generate(model, inputs, ours)
+    tokens, _ = method_greedy(reference_model, inputs, STEPS, combine, prior, banned=eos(model), conditioned=conditioned)
+    assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1]:], tokens)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_beam_search_sampling_and_static_cache_match_brute_force(models, name):
+    model, processor, reference_model = models("llava_onevision")
+    ours, reference = METHODS[name]()
+    one, batch = (tiny_inputs(processor, "llava_onevision", prompts) for prompts in (PROMPTS[:1], PROMPTS))
+    out = generate(model, one, ours, **BEAM)
+    prompt_len = one["input_ids"].shape[1]
+    for row in range(out.sequences.shape[0]):
+        generated = out.sequences[row, prompt_len:]
+        ends = (generated == eos(model)[0]).nonzero()
+        length = int(ends[0, 0]) + 1 if len(ends) else len(generated)
+        scores = forced(reference_model, one, generated[None, :length], reference)[0]
+        total = scores.gather(1, generated[:length, None]).sum()
+        torch.testing.assert_close(out.sequences_scores[row], total / length, atol=2e-4, rtol=0)
+    torch.manual_seed(3)
+    out = generate(model, batch, ours, min_new_tokens=STEPS, **SAMPLE)
+    generated = out.sequences[:, batch["input_ids"].shape[1]:]
+    assert_scores(model, torch.stack(out.scores, 1), forced(reference_model, batch, generated, reference))
+    out = generate(model, batch, ours, cache_implementation="static")
+    generated = out.sequences[:, batch["input_ids"].shape[1]:]
+    combine, prior, conditioned = reference
+    tokens, _ = method_greedy(reference_model, batch, STEPS, combine, prior, banned=eos(model), conditioned=conditioned)
+    assert torch.equal(generated, tokens)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_method_changes_the_tokens(models, name):
+    """The reference is not vacuous: the method's tokens are not plain generate's."""
+    model, processor, _ = models("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    plain = model.generate(**inputs, max_new_tokens=STEPS, do_sample=False)
+    assert not torch.equal(generate(model, inputs, METHODS[name]()[0]).sequences, plain)
+
+
+@pytest.mark.parametrize("mode", [{}, {"num_beams": 3}, {"do_sample": True, "top_k": 20}])
+def test_neutral_settings_are_plain_generate_bit_for_bit(models, mode):
+    model, processor, _ = models("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    torch.manual_seed(0)
+    plain = model.generate(**inputs, max_new_tokens=STEPS, return_dict_in_generate=True, output_scores=True,
+                           **{"do_sample": False, **mode})
+    for neutral in (pnd.PAI(alpha=0.0, gamma=1.0), pnd.ONLY(alpha1=0.0, alpha2=0.0)):
+        torch.manual_seed(0)
+        ours = generate(model, inputs, neutral, **mode)
+        assert torch.equal(plain.sequences, ours.sequences)
+        assert all(torch.equal(a, b) for a, b in zip(plain.scores, ours.scores))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: pnd.PAI(alpha=-0.1), r"alpha must be a finite number in \[0"),
+    (lambda: pnd.PAI(gamma=0.5), r"gamma must be a finite number in \[1"),
+    (lambda: pnd.PAI(beta=1.5), r"beta must be a finite number in \[0, 1\]"),
+    (lambda: pnd.PAI(start_layer=4, end_layer=4), "end_layer must be an integer >= 5"),
+    (lambda: pnd.PAI(prior="blank"), "PAI's prior must be"),
+    (lambda: pnd.ONLY(layer=-1), "layer must be an integer >= 0"),
+    (lambda: pnd.ONLY(alpha1=float("nan")), "alpha1 must be a finite number"),
+    (lambda: pnd.ONLY(gamma=-1), "gamma must be a finite number"),
+])
+def test_settings_out_of_range_are_refused_with_the_range(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_models_the_interventions_cannot_reach_are_refused_with_the_reason(models):
+    model, processor, _ = models("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
+    with pytest.raises(ValueError, match="acts in no layer of this model's 2 decoder layers"):
+        generate(model, inputs, pnd.PAI())  # the paper's start_layer 2 on a 2-layer model
+    with pytest.raises(ValueError, match="acts in no layer"):
+        generate(model, inputs, pnd.ONLY(layer=2))
+    hybrid, hybrid_processor = tiny_model("qwen3_5")
+    pnd.attach(hybrid)
+    with pytest.raises(ValueError, match="'linear_attention' layer"):
+        generate(hybrid, tiny_inputs(hybrid_processor, "qwen3_5", PROMPTS[:1]), pnd.ONLY())
+    eager, eager_processor = tiny_model("llava_onevision")
+    eager.set_attn_implementation("eager")
+    pnd.attach(eager)
+    with pytest.raises(ValueError, match="runs 'eager'.*attn_implementation='sdpa'"):
+        generate(eager, tiny_inputs(eager_processor, "llava_onevision", PROMPTS[:1]), pnd.ONLY())
+
+
+def test_registry_builds_pai_and_only_with_the_papers_defaults():
+    assert repr(method("pai").processor()) == repr(pnd.PAI(alpha=0.2, gamma=1.1, beta=0.1, start_layer=2, end_layer=32))
+    assert repr(method("only").processor()) == repr(pnd.ONLY(layer=0, alpha1=3.0, alpha2=1.0, gamma=0.2))
+    assert method("pai").processor(start_layer="1", alpha="0.5").start_layer == 1
