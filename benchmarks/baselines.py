@@ -97,7 +97,11 @@ MITIGV = {  # mitigv's settings for pnd's method at the paper's defaults (docs/m
     "vcd": dict(alpha=1.0, beta=0.1, seed=0),  # seed 0: the noise of pnd's seed 0
     "icd": dict(lam=0.5, alpha=0.1),  # l_std - lam * l_dst ranks as (1 + a) l_std - a l_dst at lam = a / (1 + a)
     "m3id": dict(alpha=0.3, forgetting_rate=0.02),
+    "pai": dict(alpha=0.2, gamma=1.1, beta=0.1, start_layer=2, end_layer=32),
+    "only": dict(layer=0, alpha1=3.0, alpha2=1.0, gamma=0.2),
+    "vista": dict(steer_strength=0.01),
 }
+TEXT_ONLY = ("m3id", "pai", "vista")  # mitigv's methods whose second prompt is the text without the image
 
 
 def mitigv_vcd(model, inputs):
@@ -105,9 +109,10 @@ def mitigv_vcd(model, inputs):
     return mitigv_method(model, inputs, "vcd")
 
 
-def mitigv_method(model, inputs, name: str, unconditional=None, contrast=None):
-    """A callable running mitigv's `name` for n tokens on `inputs` (its text-only prompt `unconditional`, M3ID's; its
-    contrast inputs `contrast`, ICD's), or None where mitigv cannot run. The callable returns the generated ids."""
+def mitigv_method(model, inputs, name: str, unconditional=None, contrast=None, **settings):
+    """A callable running mitigv's `name` for n tokens on `inputs` (its text-only prompt `unconditional`: M3ID's, PAI's,
+    VISTA's; its contrast inputs `contrast`, ICD's), with `settings` over `MITIGV`'s, or None where mitigv cannot run.
+    The callable returns the generated ids."""
     if model.config.model_type != "llava_onevision":
         return None  # mitigv supports the LLaVA and Qwen2.5-VL families
     try:
@@ -129,9 +134,21 @@ def mitigv_method(model, inputs, name: str, unconditional=None, contrast=None):
         def batch_decode(self, ids, **kwargs):
             return [""] * len(ids)
 
-    mitigator = build_mitigator(name, LlavaModelAdapter(model), FixedInputs(), do_sample=False,
-                                **MITIGV.get(name, MITIGV["vcd"]))
+    class Adapter(LlavaModelAdapter):
+        """mitigv 0.1.7's LLaVA adapter with the language model where its PAI, ONLY and VISTA look for the decoder
+        layers (transformers 5 keeps it at model.model.language_model)."""
+
+        @property
+        def language_model(self):
+            return self.model.model.language_model
+
+    mitigator = build_mitigator(name, Adapter(model), FixedInputs(), do_sample=False,
+                                **{**MITIGV.get(name, MITIGV["vcd"]), **settings})
     mitigator._decode = lambda ids: ids  # the token ids, not text
+    if name in ("pai", "only"):  # mitigv finds the image tokens' span; the benchmark's prompt holds a video's
+        video = (inputs["input_ids"] == model.config.video_token_index).nonzero()[:, 1]
+        spans = torch.tensor([[int(video.min()), int(video.max()) + 1]])
+        mitigator._locate_image_spans = mitigator._image_token_spans = lambda *args: spans
 
     def run(tokens, clock):
         def sample_next(logits, cfg):  # called once per step, after both of the method's forwards

@@ -4,7 +4,7 @@
     python benchmarks/bench_decode.py --size 7b --device cuda --dtype bfloat16 [--arch qwen2_vl]   # GPU
     python benchmarks/bench_decode.py --arch qwen3_vl|qwen3_5|qwen4_exp|nemotron_h_omni --size 7b --device cuda \
         --dtype bfloat16
-    .venv/bin/python benchmarks/bench_decode.py --method vcd|icd|m3id --static skip --modes-frames 0   # a method's cost
+    .venv/bin/python benchmarks/bench_decode.py --method vcd|icd|m3id|pai|only|vista --static skip --modes-frames 0
 
 Models have random weights and are built offline from a real architecture's config: `--size cpu` is
 LLaVA-OneVision (SigLIP + a 154 M-parameter Qwen2 decoder), `7b` the LLaVA-OneVision-7B / Qwen2-VL-7B
@@ -27,7 +27,7 @@ Part 1 (greedy, batch 1) compares, on the same model and inputs:
   mitigv VCD   mitigv's VCD: its own decoding loop, a second forward on distorted frames per step
                (LLaVA models; skipped when mitigv is not installed: pip install -e ".[bench]")
   naive        the masked prior recomputed from scratch at every step (no cache)
-`--method vcd|icd|m3id` (docs/methods.md; default cpn, the rows above): part 1 is plain, plain on 2 rows, pnd's method
+`--method vcd|icd|m3id|pai|only|vista` (docs/methods.md; default cpn, the rows above): part 1 is plain, plain on 2 rows, pnd's method
 (`pnd.decoding.methods`, the paper's defaults) and mitigv's same method where it runs (LLaVA models, via
 `build_mitigator`; VCD with seed 0, the noise pnd's seed 0 draws; ICD at lam 0.5, the prior form that ranks as the
 paper's alpha 1; M3ID at its defaults), with a line saying whether their greedy tokens are the same. ICD's contrast
@@ -61,7 +61,7 @@ import argparse
 from pathlib import Path
 
 import torch
-from baselines import ALPHA, NaivePrior, check_tokens, icd_contrast, mitigv_method, mitigv_vcd
+from baselines import ALPHA, TEXT_ONLY, NaivePrior, check_tokens, icd_contrast, mitigv_method, mitigv_vcd
 from prompts import video_inputs
 from reporting import hardware, report, static_report
 from results import write_section
@@ -79,7 +79,7 @@ from pnd.decoding.methods import method
 __all__ = ["ALPHA", "ARCHS", "build_model", "check_tokens", "generate", "hardware", "main", "method_peers", "modes",
            "peers", "report", "static_cache", "static_report", "sync", "video_inputs"]
 
-METHOD_NAMES = ("vcd", "icd", "m3id")  # `--method`: pnd's other methods (docs/methods.md)
+METHOD_NAMES = ("vcd", "icd", "m3id", "pai", "only", "vista")  # `--method`: pnd's other methods (docs/methods.md)
 
 
 def method_peers(model, inputs, unconditional, args, device) -> tuple[list[tuple[str, dict]], str]:
@@ -88,13 +88,15 @@ def method_peers(model, inputs, unconditional, args, device) -> tuple[list[tuple
     doubled = {k: torch.cat([v, v]) for k, v in inputs.items()}
     extra = {"prior_inputs": icd_contrast(inputs)} if args.method == "icd" else {}
     label = args.method.upper()
+    # the paper's settings; PAI from layer 0 on a model of 2 layers (--size tiny), which has no layer 2
+    settings = {"start_layer": 0} if args.method == "pai" and model.config.get_text_config().num_hidden_layers <= 2 else {}
     runs = {
         "plain": lambda n, clock: generate(model, inputs, [], n, clock, do_sample=False),
         "plain, 2 rows": lambda n, clock: generate(model, doubled, [], n, clock, do_sample=False),
-        f"pnd {label}": lambda n, clock: generate(model, inputs, [method(args.method).processor()], n, clock,
+        f"pnd {label}": lambda n, clock: generate(model, inputs, [method(args.method).processor(**settings)], n, clock,
                                                   do_sample=False, **extra),
-        f"mitigv {label}": mitigv_method(model, inputs, args.method, unconditional if args.method == "m3id" else None,
-                                         extra.get("prior_inputs")),
+        f"mitigv {label}": mitigv_method(model, inputs, args.method, unconditional if args.method in TEXT_ONLY else None,
+                                         extra.get("prior_inputs"), **settings),
     }
     if runs[f"mitigv {label}"] is None:
         print(f"mitigv {label}: skipped (not installed or not supported for {model.config.model_type})")

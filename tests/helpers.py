@@ -93,3 +93,20 @@ def interruptible():
     KeyboardInterrupt in it even when the test run itself ignores SIGINT (a job started with `&` by a
     non-interactive shell, as CI may be)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def eos(model) -> list:
+    """The model's end-of-sequence token ids."""
+    ids = model.generation_config.eos_token_id
+    return ids if isinstance(ids, list) else [ids]
+
+
+def assert_method_scores(model, got, want):
+    """generate's scores (batch, steps, vocab) are a decoding method's reference scores: -inf where the reference has
+    -inf, and at the end-of-sequence tokens `min_new_tokens` bans."""
+    finite = torch.isfinite(want)
+    cut = finite & ~torch.isfinite(got)
+    assert not cut[..., [i for i in range(cut.shape[-1]) if i not in eos(model)]].any()
+    finite &= ~cut
+    assert torch.equal(torch.isfinite(got), finite)
+    torch.testing.assert_close(got[finite], want[finite].to(got.device), atol=2e-4, rtol=0)

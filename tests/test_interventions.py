@@ -8,10 +8,15 @@ import torch
 import pnd
 from pnd.decoding.methods import method
 from pnd.testing.reference import masked_prior, method_forced, method_greedy, text_prior
-from pnd.testing.reference.interventions import (only_combine, only_contrast, pai_combine, pai_conditioned,
-                                                  vista_conditioned)
+from pnd.testing.reference.interventions import (
+    only_combine,
+    only_contrast,
+    pai_combine,
+    pai_conditioned,
+    vista_conditioned,
+)
 
-from helpers import PROMPTS, tiny_inputs, tiny_model
+from helpers import PROMPTS, assert_method_scores, eos, on_device, tiny_inputs, tiny_model
 
 STEPS = 4
 BEAM = {"num_beams": 3, "num_return_sequences": 2, "length_penalty": 1.0}
@@ -54,25 +59,12 @@ def models():
     return get
 
 
-def eos(model):
-    ids = model.generation_config.eos_token_id
-    return ids if isinstance(ids, list) else [ids]
-
 
 def generate(model, inputs, processor, **kwargs):
     kwargs = {"do_sample": False, **kwargs}
     return model.generate(**inputs, max_new_tokens=STEPS, logits_processor=[processor], return_dict_in_generate=True,
                           output_scores=True, **kwargs)
 
-
-def assert_scores(model, got, want):
-    """generate's scores are the reference's; -inf where it is -inf (the end-of-sequence tokens aside)."""
-    finite = torch.isfinite(want)
-    cut = finite & ~torch.isfinite(got)
-    assert not cut[..., [i for i in range(cut.shape[-1]) if i not in eos(model)]].any()
-    finite &= ~cut
-    assert torch.equal(torch.isfinite(got), finite)
-    torch.testing.assert_close(got[finite], want[finite].to(got.device), atol=2e-4, rtol=0)
 
 
 def forced(reference_model, inputs, generated, reference):
@@ -92,7 +84,7 @@ def test_greedy_on_a_padded_batch_matches_brute_force(models, name, model_type):
     tokens, scores = method_greedy(reference_model, inputs, STEPS, combine, prior, banned=eos(model),
                                    conditioned=conditioned)
     assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1]:], tokens.to(out.sequences.device))
-    assert_scores(model, torch.stack(out.scores, 1), torch.stack(scores, 1))
+    assert_method_scores(model, torch.stack(out.scores, 1), torch.stack(scores, 1))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -122,7 +114,7 @@ def test_beam_search_sampling_and_static_cache_match_brute_force(models, name):
     torch.manual_seed(3)
     out = generate(model, batch, ours, min_new_tokens=STEPS, **SAMPLE)
     generated = out.sequences[:, batch["input_ids"].shape[1]:]
-    assert_scores(model, torch.stack(out.scores, 1), forced(reference_model, batch, generated, reference))
+    assert_method_scores(model, torch.stack(out.scores, 1), forced(reference_model, batch, generated, reference))
     out = generate(model, batch, ours, cache_implementation="static")
     generated = out.sequences[:, batch["input_ids"].shape[1]:]
     combine, prior, conditioned = reference
@@ -190,3 +182,38 @@ def test_registry_builds_pai_and_only_with_the_papers_defaults():
     assert repr(method("pai").processor()) == repr(pnd.PAI(alpha=0.2, gamma=1.1, beta=0.1, start_layer=2, end_layer=32))
     assert repr(method("only").processor()) == repr(pnd.ONLY(layer=0, alpha1=3.0, alpha2=1.0, gamma=0.2))
     assert method("pai").processor(start_layer="1", alpha="0.5").start_layer == 1
+
+
+@pytest.mark.parametrize("name, settings", [("pai", {"start_layer": 0, "alpha": 1.0, "gamma": 1.5}), ("only", {}),
+                                            ("vista", {"steer_strength": 0.05})])
+def test_lmms_eval_model_args_method(tmp_path, models, name, settings):
+    """lmms-eval's pnd_hf with model_args method=pai|only|vista (as strings, as lmms-eval passes them): generate_until
+    equals the brute-force reference, and loglikelihood scores a choice with the method."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from PIL import Image
+
+    from pnd.integrations.lmms_eval import PndHf
+
+    _, processor, reference_model = models("llava_onevision")
+    reference_model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    lm = PndHf(pretrained=str(tmp_path / "model"), device=str(reference_model.device), method=name,
+               **{k: str(v) for k, v in settings.items()})
+    image = Image.fromarray(np.random.default_rng(3).integers(0, 256, (40, 48, 3), dtype=np.uint8))
+    lm.task_dict = {"t": {"test": [{"image": image}]}}
+    question = "Is there a cat? Please answer yes or no."
+    request = SimpleNamespace(args=(question, {"max_new_tokens": STEPS}, lambda doc: [doc["image"]], 0, "t", "test"))
+    generated = lm.generate_until([request])
+    prompt = processor.apply_chat_template([{"role": "user", "content": [{"type": "image"},
+                                                                        {"type": "text", "text": question}]}],
+                                           add_generation_prompt=True)
+    inputs = on_device(processor(text=[prompt], images=[[image]], return_tensors="pt"))
+    _, (combine, prior, conditioned) = METHODS[name](**settings)
+    tokens = method_greedy(reference_model, inputs, STEPS, combine, prior, conditioned=conditioned)[0][0].tolist()
+    end = eos(reference_model)[0]
+    tokens = tokens[: tokens.index(end) + 1] if end in tokens else tokens
+    assert generated == [processor.decode(tokens, skip_special_tokens=True)]
+    losses = lm.loglikelihood([SimpleNamespace(args=(question, " yes", lambda doc: [doc["image"]], 0, "t", "test"))])
+    assert np.isfinite(losses[0][0])

@@ -16,7 +16,7 @@ from pnd.io.prompts import images_for, pixel_values_kwargs
 from pnd.testing import TINY_ARCHITECTURES, random_video
 from pnd.testing.reference import contrast_prior, masked_prior, method_forced, method_greedy, text_prior
 
-from helpers import DEVICE, PROMPTS, on_device, tiny_inputs
+from helpers import DEVICE, PROMPTS, assert_method_scores, eos, on_device, tiny_inputs
 
 STEPS = 5
 FAMILIES = ("llava_onevision", "qwen2_vl")  # a dense model, and M-RoPE (a contrast of another length moves positions)
@@ -48,10 +48,6 @@ def run(model, inputs, processor, **kwargs):
     return model.generate(**inputs, max_new_tokens=STEPS, logits_processor=[processor], return_dict_in_generate=True,
                           output_scores=True, **kwargs)
 
-
-def eos(model):
-    ids = model.generation_config.eos_token_id
-    return ids if isinstance(ids, list) else [ids]
 
 
 def messages(prompt, kind="video"):
@@ -90,17 +86,8 @@ def noised(inputs, noise_step=500, seed=0):
 def assert_greedy(model, inputs, out, combine, prior):
     tokens, scores = method_greedy(model, inputs, STEPS, combine, prior, banned=eos(model))
     assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1] :], tokens)
-    assert_scores(model, torch.stack(out.scores, 1), torch.stack(scores, 1))
+    assert_method_scores(model, torch.stack(out.scores, 1), torch.stack(scores, 1))
 
-
-def assert_scores(model, got, want):
-    """generate's scores are the reference's; -inf where it is -inf, and at min_new_tokens' end-of-sequence tokens."""
-    finite = torch.isfinite(want)
-    cut = finite & ~torch.isfinite(got)
-    assert not cut[..., [i for i in range(cut.shape[-1]) if i not in eos(model)]].any()
-    finite &= ~cut
-    assert torch.equal(torch.isfinite(got), finite)
-    torch.testing.assert_close(got[finite], want[finite], atol=2e-4, rtol=0)
 
 
 # --- VCD's noise ---
@@ -170,7 +157,7 @@ def beam_check(model, inputs, out, combine, prior):
 
 def sampling_check(model, inputs, out, combine, prior):
     generated = out.sequences[:, inputs["input_ids"].shape[1] :]
-    assert_scores(model, torch.stack(out.scores, 1), method_forced(model, inputs, generated, combine, prior))
+    assert_method_scores(model, torch.stack(out.scores, 1), method_forced(model, inputs, generated, combine, prior))
 
 
 BEAM = {"num_beams": 3, "num_return_sequences": 2, "length_penalty": 1.0}
@@ -481,7 +468,9 @@ def test_pnd_caption_method(tmp_path, no_model):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4"]
 
 
-@pytest.mark.parametrize("name, settings", [("icd", "alpha=0.5"), ("m3id", "forgetting_rate=0.5,gate=1")])
+@pytest.mark.parametrize("name, settings", [("icd", "alpha=0.5"), ("m3id", "forgetting_rate=0.5,gate=1"),
+                                            ("pai", "start_layer=0,alpha=1"), ("only", "layer=1"),
+                                            ("vista", "steer_strength=0.1")])
 def test_pnd_caption_method_records(tmp_path, name, settings):
     """`pnd caption --method` writes what generate_captions (checked against the reference above) gives."""
     from pnd.cli import main

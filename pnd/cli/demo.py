@@ -13,8 +13,18 @@ from pathlib import Path
 
 from ..decoding.captioning import generate_captions
 from ..decoding.paired import attach
-from ..demo import (DEMO_METHODS, PLAUSIBILITY, SAMPLE_ALPHAS, SAMPLE_VIDEOS, compare_methods, evaluate, load_demo_model,
-                    markdown, plot, prior_shares)
+from ..demo import (
+    DEMO_METHODS,
+    PLAUSIBILITY,
+    SAMPLE_ALPHAS,
+    SAMPLE_VIDEOS,
+    compare_methods,
+    evaluate,
+    load_demo_model,
+    markdown,
+    plot,
+    prior_shares,
+)
 from ..demo.moving import FRAMES
 from ..io.video import list_videos, read_video
 

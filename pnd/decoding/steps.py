@@ -27,12 +27,12 @@ from .._compat.cache_rows import layer_states
 from .._compat.repairs import indexer_keys
 from ..architectures.reported import EXPANSION_KEY
 from ..attachment import Attachment, attachment_of
+from ..interventions.engine import AttentionIntervention, intervening, reach
+from ..interventions.steering import SteerLayerOutputs, steering_prefill
 from ..validation import check_conditioned_logits
 from .cache import PairedCache, PairedStaticCache
 from .contrast import contrast_prefill
 from .generation import running_generation
-from ..interventions.engine import AttentionIntervention, intervening, reach
-from ..interventions.steering import SteerLayerOutputs, steering_prefill
 from .packed import packed_prefill, packs_prior, use_split_attention
 from .prior import blank_prefill, masked_prefill
 
@@ -95,8 +95,10 @@ def _paired_call(model, attachment: Attachment, *args, forward=None, **kwargs):
         kwargs["position_ids"] = step_positions(model, mask, ids.shape[1])
     if isinstance(cache, PairedStaticCache) and not cache.is_paired:
         return _static_prefill(model, attachment, generation, cache, kwargs, forward)
+    if generation.steering is not None and not cache.is_paired:  # VISTA after its prefill: no prior rows
+        return _steered_step(generation, kwargs, forward)
     if not cache.is_paired:
-        return _prefill(model, attachment, generation, cache, kwargs, forward)
+        return _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior=False)
     return _decode_step(generation, cache, kwargs, forward)
 
 
@@ -127,8 +129,9 @@ def _prompt_ids(generation, kwargs: dict) -> tuple[torch.Tensor, bool]:
     return prompt.repeat_interleave(embeds.shape[0] // prompt.shape[0], dim=0), True
 
 
-def _prefill(model, attachment, generation, cache, kwargs, forward):
-    """The conditioned prompt and the prior rows on its text tokens alone (one call when packable), one cache."""
+def _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior: bool = True):
+    """The conditioned prompt and the prior rows on its text tokens alone (one call when packable), one cache.
+    VISTA's prior rows serve its prefill only: without `keep_prior` (a dynamic cache) the cache keeps none of them."""
     input_ids, embedded = _prompt_ids(generation, kwargs)
     if embedded and (generation.contrast, generation.conversation, generation.blank_outputs) != (None, None, None):
         raise ValueError(EMBEDDED_PROMPT)
@@ -161,8 +164,17 @@ def _prefill(model, attachment, generation, cache, kwargs, forward):
         prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
                                shared, inputs=kwargs)
     check_conditioned_logits(outputs.logits[:, -1], "generate")
-    cache.add_prior(prior)
+    if keep_prior or generation.steering is None:
+        cache.add_prior(prior)
     generation.record(outputs.logits[:, -1], prior.logits)
+    return outputs
+
+
+def _steered_step(generation, kwargs: dict, forward):
+    """A decoding step of VISTA on a dynamic cache: the conditioned rows alone, each layer's output steered."""
+    with intervening({}, None, steering=generation.steering, conditioned=slice(None)):
+        outputs = forward(**kwargs)
+    generation.record(outputs.logits[:, -1], None)
     return outputs
 
 

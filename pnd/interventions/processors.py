@@ -27,6 +27,7 @@ import math
 
 import torch
 
+from ..decoding.generation import trace_step
 from ..decoding.logits_processor import PairedProcessor
 from ..validation import real_number
 from .attention import AmplifyVisualAttention, DeactivateHeads
@@ -169,7 +170,9 @@ class VISTA(PairedProcessor):
         x = scores.float()
         if not self.needs_prior:
             return x
-        log_steered, _ = self.log_probs(generation, x)  # the prior rows served the prefill's vectors only
+        log_z, _ = generation.pop()  # the prior rows served the prefill's vectors only (a static cache keeps them)
+        log_steered = x if generation.scores_are_logprobs else x - log_z.to(x.device)
+        trace_step(log_steered, log_steered)  # no second distribution at decoding: `pnd explain` shows the steered one
         return log_steered.masked_fill(torch.isneginf(x), -math.inf)
 
     def __repr__(self) -> str:
