@@ -60,3 +60,22 @@ def test_pnd_demo_command(tmp_path):
     for name in ("medium_blue_square_moves_right.mp4", "| alpha | colour balanced accuracy", "| 0.0 (plain) |", "| 1.0 |"):
         assert name in result.stdout
     assert (tmp_path / "demo.png").stat().st_size > 1000
+
+
+def test_demo_compares_the_methods(demo, tmp_path):
+    """`pnd demo --methods`: one table, plain first, each method at the paper's defaults and at a second setting; the
+    plain row is `evaluate`'s alpha 0 on the same clips."""
+    from pnd.demo import DEMO_METHODS, compare_methods
+
+    rows = compare_methods(*demo, ["pai", "only", "vista"], per_pair=1)
+    assert [label for label, _ in rows] == ["plain", "pai start_layer=0", "pai start_layer=0 alpha=1.0 gamma=2.0",
+                                            "only", "only layer=1", "vista", "vista steer_strength=0.2"]
+    assert rows[0][1] == evaluate(*demo, alphas=(0.0,), per_pair=1)[0.0]
+    assert set(DEMO_METHODS) == {"cpn", "vcd", "icd", "m3id", "pai", "only", "vista"}
+    result = subprocess.run([SCRIPT, "demo", "--methods", "m3id,vista", "--per-pair", "1", "--out", tmp_path / "d.png"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "| method | colour balanced accuracy | size balanced accuracy |\n|---|---|---|\n| plain |" in result.stdout
+    assert "| m3id forgetting_rate=0.2 gate=1.0 |" in result.stdout and "| vista steer_strength=0.2 |" in result.stdout
+    bad = subprocess.run([SCRIPT, "demo", "--methods", "dola"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--methods takes names of cpn, vcd" in bad.stdout
