@@ -33,8 +33,8 @@ import pytest
 import torch
 
 import pnd
-from pnd.decoding.methods import method
 from pnd.architectures.reported import bind_processor
+from pnd.decoding.methods import method
 from pnd.testing import random_video, sharpen_attention, tiny_model
 
 mitigv = pytest.importorskip("mitigv")
