@@ -11,10 +11,11 @@ and pnd's attention (`pnd.decoding.packed.split_attention`) hands each reached l
 it changes (for PAI and ONLY, the newest query of its rows).
 
 Example:
+    >>> import pnd
     >>> from pnd.testing import tiny_model
     >>> from pnd.interventions.attention import DeactivateHeads
-    >>> model, _ = tiny_model("llava_onevision")
-    >>> sorted(reach(model, (DeactivateHeads(layer=1),)).values())
+    >>> model = pnd.attach(tiny_model("llava_onevision")[0])  # its language model now runs pnd's SDPA
+    >>> [layer for layer, _ in reach(model, (DeactivateHeads(layer=1),)).values()]
     [1]
 """
 
