@@ -142,7 +142,7 @@ def _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior: 
     conditioned = _conditioned(generation, forward)
     steering = next((i.strength for i in generation.normalizer.interventions if isinstance(i, SteerLayerOutputs)), None)
     if steering is not None:  # VISTA: its vectors first, from an unsteered pass and the prior rows
-        outputs, prior = steering_prefill(model, generation, forward, kwargs, input_ids, steering)
+        outputs, prior = steering_prefill(model, generation, conditioned, kwargs, input_ids, steering)
     elif generation.contrast is not None:  # first: the conditioned call then sets what the model keeps (rope deltas)
         visual = generation.reached and _placeholders(model, generation, generation.contrast["input_ids"])
         with intervening(generation.reached, visual, contrast=slice(None)):
@@ -172,8 +172,7 @@ def _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior: 
 
 def _steered_step(generation, kwargs: dict, forward):
     """A decoding step of VISTA on a dynamic cache: the conditioned rows alone, each layer's output steered."""
-    with intervening({}, None, steering=generation.steering, conditioned=slice(None)):
-        outputs = forward(**kwargs)
+    outputs = _conditioned(generation, forward)(**kwargs)
     generation.record(outputs.logits[:, -1], None)
     return outputs
 
@@ -198,12 +197,13 @@ def _placeholders(model, generation, input_ids: torch.Tensor) -> torch.Tensor:
 
 
 def _conditioned(generation, forward):
-    """`forward`, run with the interventions that act on the conditioned rows (all of this call's rows)."""
-    if not generation.reached:
+    """`forward`, run with the interventions that act on the conditioned rows (all of this call's rows): the attention
+    they reach, and VISTA's steering once its vectors are set."""
+    if not generation.normalizer.interventions:
         return forward
 
     def conditioned(**kwargs):
-        with intervening(generation.reached, generation.visual, conditioned=slice(None)):
+        with intervening(generation.reached, generation.visual, steering=generation.steering, conditioned=slice(None)):
             return forward(**kwargs)
     return conditioned
 

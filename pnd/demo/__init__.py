@@ -63,16 +63,19 @@ def evaluate(model, processor, alphas=ALPHAS, per_pair: int = 8, noise: float = 
     `model` must be attached (`pnd.attach`).
     """
     from ..decoding.captioning import generate_captions
-    from .moving import attributes
 
     clips, pairs = uniform_test_set(per_pair, noise)
-    table = {}
-    for alpha in alphas:
-        captions = generate_captions(model, processor, clips, alpha or None, plausibility=plausibility)
-        named = [attributes(c) for c in captions]
-        table[alpha] = {attribute: balanced_accuracy([p[k] for p in pairs], [n[k] for n in named])
-                        for k, attribute in enumerate(ATTRIBUTES)}
-    return table
+    return {alpha: accuracies(generate_captions(model, processor, clips, alpha or None, plausibility=plausibility),
+                              pairs) for alpha in alphas}
+
+
+def accuracies(captions: list[str], pairs: list[tuple[str, str]]) -> dict[str, float]:
+    """{"colour": balanced accuracy, "size": ...} of the attribute words of `captions` against the clips' `pairs`."""
+    from .moving import attributes
+
+    named = [attributes(c) for c in captions]
+    return {attribute: balanced_accuracy([p[k] for p in pairs], [n[k] for n in named])
+            for k, attribute in enumerate(ATTRIBUTES)}
 
 
 # each method at the paper's defaults, then at a second strength; the demo model has 2 layers, so PAI from layer 0
@@ -91,18 +94,12 @@ def compare_methods(model, processor, methods, per_pair: int = 8, noise: float =
     """[(label, {"colour": balanced accuracy, "size": ...})] of greedy captions on `uniform_test_set`: plain first,
     then each method of `methods` (`DEMO_METHODS`' names) at its two settings. `model` must be attached."""
     from ..decoding.captioning import generate_captions
-    from .moving import attributes
 
     clips, pairs = uniform_test_set(per_pair, noise)
     runs = [("plain", None, {})] + [(name, name, settings) for name in methods for settings in DEMO_METHODS[name]]
-    rows = []
-    for name, method, settings in runs:
-        named = [attributes(c) for c in generate_captions(model, processor, clips, None, method=method,
-                                                          settings=settings)]
-        label = name + "".join(f" {k}={v}" for k, v in settings.items())
-        rows.append((label, {attribute: balanced_accuracy([p[k] for p in pairs], [n[k] for n in named])
-                             for k, attribute in enumerate(ATTRIBUTES)}))
-    return rows
+    return [(name + "".join(f" {k}={v}" for k, v in settings.items()),
+             accuracies(generate_captions(model, processor, clips, None, method=method, settings=settings), pairs))
+            for name, method, settings in runs]
 
 
 def prior_shares(model, processor) -> dict[str, dict[str, float]]:

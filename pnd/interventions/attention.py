@@ -51,7 +51,7 @@ class DeactivateHeads(AttentionIntervention):
 
     def apply(self, site: AttentionSite, output: torch.Tensor) -> torch.Tensor:
         logits, seen = site.newest_logits()
-        weights = torch.softmax(logits, dim=-1, dtype=torch.float32).to(site.query.dtype)[:, :, 0]  # (rows, heads, k)
+        weights = site.weights(logits)[:, :, 0]  # (rows, heads, k)
         seen = seen[:, :, 0].expand_as(weights)
         visual = site.visual[:, None, :] & seen
         text = ~site.visual[:, None, :] & seen

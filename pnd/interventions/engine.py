@@ -79,11 +79,14 @@ class AttentionSite:
             seen = seen.expand(logits.shape[0], 1, 1, -1)
         return logits.masked_fill(~seen, -torch.inf), seen
 
+    def weights(self, logits: torch.Tensor) -> torch.Tensor:
+        """Softmax of `logits` over the keys in float32, in the query's dtype (as eager attention computes it)."""
+        return torch.softmax(logits, dim=-1, dtype=torch.float32).to(self.query.dtype)
+
     def attend(self, logits: torch.Tensor) -> torch.Tensor:
-        """Softmax of `logits` (rows, heads, 1, k) in float32, in the query's dtype, times the values: (rows, 1,
-        heads, dim), as the attention output is laid out."""
-        weights = torch.softmax(logits, dim=-1, dtype=torch.float32).to(self.query.dtype)
-        return (weights @ _repeated(self.value, self.query.shape[1])).transpose(1, 2)
+        """`weights(logits)` (rows, heads, 1, k) times the values: (rows, 1, heads, dim), as the attention output is
+        laid out."""
+        return (self.weights(logits) @ _repeated(self.value, self.query.shape[1])).transpose(1, 2)
 
 
 def _repeated(states: torch.Tensor, heads: int) -> torch.Tensor:
@@ -163,13 +166,13 @@ def reach(model, interventions: Sequence[AttentionIntervention]) -> dict:
     config = model.config.get_text_config(decoder=True)
     layers = decoder_layers(model)
     kinds = getattr(config, "layer_types", None) or ["full_attention"] * len(layers)
+    implementation = attention_implementation(config)
     reached = {}
     for intervention in interventions:
         wanted = intervention.layers(len(layers))
         if not wanted:
             raise ValueError(f"{intervention.name} acts in no layer of this model's {len(layers)} decoder layers: "
                              f"choose layers in [0, {len(layers)}).")
-        implementation = attention_implementation(config)
         if implementation != _PND_SDPA:
             raise ValueError(f"{intervention.name} changes the language model's attention weights, which pnd reaches "
                              f"in SDPA attention; this model runs {implementation!r}. Load the model with "

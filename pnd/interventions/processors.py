@@ -44,6 +44,13 @@ def _number(name: str, value, low: float, high: float = math.inf, default=None, 
     return number
 
 
+def _text_prior(method: str, prior: str) -> str:
+    """`prior`, the prompt without its visual input that `method` reads: "text" or "masked"."""
+    if prior not in ("text", "masked"):
+        raise ValueError(f"{method}'s prior must be 'text' or 'masked', got {prior!r}.")
+    return prior
+
+
 def _layer(name: str, value, low: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
@@ -74,9 +81,7 @@ class PAI(PairedProcessor):
         self.beta = _number("beta", beta, 0, 1, default=0.1)
         self.start_layer = _layer("start_layer", start_layer)
         self.end_layer = _layer("end_layer", end_layer, self.start_layer + 1)
-        if prior not in ("text", "masked"):
-            raise ValueError(f"PAI's prior must be 'text' or 'masked', got {prior!r}.")
-        self.prior = prior
+        self.prior = _text_prior("PAI", prior)
         self.interventions = (AmplifyVisualAttention(self.alpha, self.start_layer, self.end_layer),) if self.alpha else ()
 
     @property
@@ -156,9 +161,7 @@ class VISTA(PairedProcessor):
 
     def __init__(self, steer_strength: float = 0.01, prior: str = "text"):
         self.steer_strength = _number("steer_strength", steer_strength, 0, default=0.01)
-        if prior not in ("text", "masked"):
-            raise ValueError(f"VISTA's prior must be 'text' or 'masked', got {prior!r}.")
-        self.prior = prior
+        self.prior = _text_prior("VISTA", prior)
         self.interventions = (SteerLayerOutputs(self.steer_strength),) if self.steer_strength else ()
 
     @property

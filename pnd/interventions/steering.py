@@ -27,7 +27,7 @@ import torch
 from transformers import DynamicCache
 
 from ..decoding.prior import masked_prefill
-from .engine import decoder_layers, intervening, running_call
+from .engine import decoder_layers, running_call
 
 _CAPTURED: ContextVar[dict | None] = ContextVar("pnd_captured_layer_outputs", default=None)
 
@@ -81,20 +81,19 @@ def _states(model, captured: dict) -> torch.Tensor:
     return torch.stack(states, 1)
 
 
-def steering_prefill(model, generation, forward, kwargs: dict, input_ids: torch.Tensor, strength: float):
+def steering_prefill(model, generation, conditioned, kwargs: dict, input_ids: torch.Tensor, strength: float):
     """The prefill of a VISTA generate call: (the conditioned outputs, steered; the prior rows' `PriorPrefill`).
-    The steering vectors, times `strength`, go to `generation.steering` for the decoding steps."""
+    `conditioned` runs the conditioned rows, steered once `generation.steering` is set: the steering vectors, times
+    `strength`, which the decoding steps then read there."""
     if not hasattr(model.get_decoder(), "norm"):
         raise ValueError(f"VISTA reads the language model's hidden states after its final norm, which pnd does not "
                          f"find on {type(model).__name__}.")
     generation.hooks += [layer.register_forward_hook(functools.partial(_layer_hook, index))
                          for index, layer in enumerate(decoder_layers(model))]
-    with _capturing() as with_image:
-        forward(**{**kwargs, "past_key_values": DynamicCache(config=model.config.get_text_config(decoder=True))})
+    with _capturing() as with_image:  # unsteered: no vectors yet
+        conditioned(**{**kwargs, "past_key_values": DynamicCache(config=model.config.get_text_config(decoder=True))})
     with _capturing() as without:
         prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"],
                                generation.normalizer.prior, None, inputs=kwargs)
     generation.steering = strength * (_states(model, with_image) - _states(model, without))
-    with intervening({}, None, steering=generation.steering, conditioned=slice(None)):
-        outputs = forward(**kwargs)
-    return outputs, prior
+    return conditioned(**kwargs), prior
