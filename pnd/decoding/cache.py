@@ -106,6 +106,8 @@ class PairedStaticCache(StaticCache):
     prior_position_offset: torch.Tensor | None = None  # prior positions = cond positions - offset
     attention_mask: torch.Tensor | None = None  # (2n, max_cache_len) 2D mask of every decoding step (the prompt's
     # length appears in no attribute that the compiled decoding step reads: a shorter prompt reuses its graph)
+    prior_prompt: torch.Tensor | None = None  # (n, 1, 1, max_cache_len) bool: the prompt slots the prior rows see
+    prompt_slots: torch.Tensor | None = None  # (1, 1, 1, max_cache_len) bool: the prompt's slots
 
     def __init__(self, config, max_cache_len: int):
         super().__init__(config=config, max_cache_len=max_cache_len)
@@ -133,6 +135,31 @@ class PairedStaticCache(StaticCache):
         prior[:, :length] = prefill.prior_attends.to(prior.dtype)  # a contrast prompt has a mask of its own
         self.attention_mask = torch.cat([cond, prior])
         self.prior_position_offset = prefill.prior_position_offset
+        self.prompt_slots = torch.arange(cond.shape[1], device=cond.device)[None, None, None] < length
+        self.prior_prompt = (prior.bool() & self.prompt_slots[0, 0])[:, None, None]
+
+    def step_mask(self, conditioned):
+        """The attention mask of a decoding step, [conditioned rows; prior rows], from the one `generate` built for
+        the conditioned rows (4D, or a dict of them by layer type): the prior rows see their own prompt slots and,
+        after the prompt, what the conditioned rows see. The model then builds no mask of its own. Any other mask:
+        the fixed 2D one (`attention_mask`).
+
+        Example:
+            >>> from pnd.testing import tiny_model
+            >>> config = tiny_model("llava_onevision")[0].config.get_text_config(decoder=True)
+            >>> cache, prefill = PairedStaticCache(config, max_cache_len=4), PairedCache()
+            >>> prefill.prior_attends = torch.tensor([[False, True]])
+            >>> cache.pair(prefill, torch.ones(1, 2, dtype=torch.long))
+            >>> cache.step_mask(torch.tensor([True, True, True, False]).view(1, 1, 1, 4)).view(2, 4)
+            tensor([[ True,  True,  True, False],
+                    [False,  True,  True, False]])
+        """
+        masks = conditioned if isinstance(conditioned, dict) else {None: conditioned}
+        slots = self.prompt_slots.shape[-1]
+        if not all(torch.is_tensor(m) and m.dtype == torch.bool and m.shape[1:] == (1, 1, slots) for m in masks.values()):
+            return self.attention_mask  # the model builds the mask (a float one: eager attention)
+        paired = {kind: torch.cat([m, torch.where(self.prompt_slots, self.prior_prompt, m)]) for kind, m in masks.items()}
+        return paired if isinstance(conditioned, dict) else paired[None]
 
     def conditioned(self, config) -> StaticCache:
         """A StaticCache of the conditioned rows alone (what `generate` returns to the user), for text config `config`."""
@@ -151,4 +178,5 @@ class PairedStaticCache(StaticCache):
         both = torch.cat([beam_idx, beam_idx + self.attention_mask.shape[0] // 2])
         super().reorder_cache(both)
         self.attention_mask = self.attention_mask[both]
+        self.prior_prompt = self.prior_prompt[beam_idx]
         self.prior_position_offset = self.prior_position_offset[..., beam_idx]

@@ -21,6 +21,8 @@ import torch
 
 from ..attachment import Attachment
 
+PRIOR_FLOOR = -1e30  # a prior log-probability of -inf would turn into +inf: keep it finite
+
 if TYPE_CHECKING:
     from .logits_processor import PairedProcessor
 
@@ -46,12 +48,18 @@ class Generation:
     steps: int = 0  # decoding steps the processor has scored in this call (M3ID's t)
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
-    def record(self, cond_logits: torch.Tensor, prior_logits: torch.Tensor) -> None:
-        """Keep what the processor needs from this forward: log Z of the conditioned logits, prior logits."""
-        self.pending.append((torch.logsumexp(cond_logits.float(), dim=-1, keepdim=True), prior_logits))
+    def record(self, logits: torch.Tensor, n: int) -> None:
+        """Keep what the processor needs from this forward's next-token `logits` (rows [0, n) conditioned, [n, 2n)
+        prior, if any): log Z of the conditioned rows and the prior's log-probabilities (floored, finite), in fp32
+        from one log-softmax of both."""
+        logits = logits.float()
+        log_probs = torch.log_softmax(logits, dim=-1)
+        # log Z = max - max(log_softmax): the same sum as logsumexp's, in one pass fewer
+        log_z = logits[:n].amax(dim=-1, keepdim=True) - log_probs[:n].amax(dim=-1, keepdim=True)
+        self.pending.append((log_z, log_probs[n:].clamp(min=PRIOR_FLOOR) if logits.shape[0] > n else None))
 
-    def pop(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The last recorded step's (log Z of the conditioned logits, prior logits), taken out."""
+    def pop(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The last recorded step's (log Z of the conditioned logits, prior log-probabilities), taken out."""
         if not self.pending:
             raise RuntimeError(
                 "PriorNormalized found no prior logits for this step: this decoding mode bypasses the paired "

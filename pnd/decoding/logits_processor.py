@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import torch
@@ -25,7 +26,6 @@ from ..validation import PRIOR_MODES, check_alpha_and_prior, real_number
 from .contrast import check_noise_step
 from .generation import Generation, running_generation, trace_step
 
-_FLOOR = -1e30  # a prior log-probability of -inf would turn into +inf: keep it finite
 COMBINES = ("prior", "contrastive")
 CONTRAST_PRIORS = ("inputs", "noise")  # priors from another input run through the whole model (`contrast.py`)
 
@@ -37,6 +37,13 @@ class PairedProcessor(LogitsProcessor):
 
     prior: str = "masked"
     interventions: tuple = ()  # changes inside the model on one side of the pair (`pnd.interventions`)
+
+    def __init_subclass__(cls, **kwargs):
+        """Each step, transformers' `LogitsProcessorList` reads `inspect.signature(processor.__call__)`: a
+        signature set on the function is returned as is, without being rebuilt (17 µs of each step to 5)."""
+        super().__init_subclass__(**kwargs)
+        if "__call__" in cls.__dict__:
+            cls.__call__.__signature__ = inspect.signature(cls.__call__)
 
     @property
     def needs_prior(self) -> bool:
@@ -57,11 +64,10 @@ class PairedProcessor(LogitsProcessor):
     def log_probs(generation: Generation, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(log p_c, log p_prior) of this step in fp32 for the fp32 scores `x` generate hands the processor: log p_c
         normalized over the model's own logits (greedy/sampling receive raw logits, beam search log-probabilities)."""
-        cond_log_z, prior = generation.pop()
-        prior = prior.to(x.device, torch.float32)
-        if prior.shape != x.shape:
-            raise RuntimeError(f"pnd: prior logits {tuple(prior.shape)} do not match scores {tuple(x.shape)}.")
-        log_prior = torch.log_softmax(prior, dim=-1).clamp(min=_FLOOR)
+        cond_log_z, log_prior = generation.pop()
+        log_prior = log_prior.to(x.device)
+        if log_prior.shape != x.shape:
+            raise RuntimeError(f"pnd: prior logits {tuple(log_prior.shape)} do not match scores {tuple(x.shape)}.")
         log_cond = x if generation.scores_are_logprobs else x - cond_log_z.to(x.device)
         trace_step(log_cond, log_prior)
         return log_cond, log_prior
@@ -128,8 +134,9 @@ class PriorNormalized(PairedProcessor):
         out = x
         if self.alpha > 0:
             log_cond, log_prior = self.log_probs(generation, x)
-            weight = 1 + self.alpha if self.combine == "contrastive" else 1
-            out = (weight * log_cond - self.alpha * log_prior).masked_fill(torch.isneginf(x), -math.inf)
+            if self.combine == "contrastive":
+                log_cond = (1 + self.alpha) * log_cond
+            out = log_cond.sub(log_prior, alpha=self.alpha)  # -inf scores stay -inf: the prior is floored, finite
         if self.plausibility is not None:
             cutoff = x.amax(dim=-1, keepdim=True) + math.log(self.plausibility)
             out = out.masked_fill(x < cutoff, -math.inf)

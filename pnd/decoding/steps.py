@@ -166,14 +166,15 @@ def _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior: 
     check_conditioned_logits(outputs.logits[:, -1], "generate")
     if keep_prior or generation.steering is None:
         cache.add_prior(prior)
-    generation.record(outputs.logits[:, -1], prior.logits)
+    logits = outputs.logits[:, -1]
+    generation.record(torch.cat([logits, prior.logits.to(logits)]), logits.shape[0])
     return outputs
 
 
 def _steered_step(generation, kwargs: dict, forward):
     """A decoding step of VISTA on a dynamic cache: the conditioned rows alone, each layer's output steered."""
     outputs = _conditioned(generation, forward)(**kwargs)
-    generation.record(outputs.logits[:, -1], None)
+    generation.record(outputs.logits[:, -1], outputs.logits.shape[0])
     return outputs
 
 
@@ -243,7 +244,9 @@ def _decode_step(generation, cache, kwargs, forward):
     for key in _PER_ROW_INPUTS:
         if kwargs.get(key) is not None and key != "attention_mask":
             paired[key] = torch.cat([kwargs[key], kwargs[key]])
-    paired["attention_mask"] = _paired_mask(cache, kwargs.get("attention_mask"), input_ids)
+    mask = _paired_mask(cache, kwargs.get("attention_mask"), input_ids)
+    static = isinstance(cache, PairedStaticCache)  # generate's 4D mask extended: no mask built in the model
+    paired["attention_mask"] = cache.step_mask(kwargs.get("attention_mask")) if static else mask
     positions = kwargs["position_ids"]
     batch_dim = 0 if positions.ndim == 2 else 1
     prior_positions = positions - cache.prior_position_offset.unsqueeze(-1)
@@ -252,8 +255,8 @@ def _decode_step(generation, cache, kwargs, forward):
     intervened = generation.normalizer.interventions
     step = forward if intervened else generation.decode_forward or forward  # interventions: eager steps
     visual = None if generation.visual is None else torch.cat([generation.visual, generation.visual])
-    length = paired["attention_mask"].shape[-1]  # the sequence's slots (a static cache's: all of them)
-    with indexer_keys(paired["attention_mask"]), intervening(generation.reached, visual, length, generation.steering,
+    length = mask.shape[-1]  # the sequence's slots (a static cache's: all of them)
+    with indexer_keys(mask), intervening(generation.reached, visual, length, generation.steering,
                                                              conditioned=slice(0, n), contrast=slice(n, 2 * n)):
         outputs = step(**paired)
     logits = outputs.logits
@@ -261,5 +264,5 @@ def _decode_step(generation, cache, kwargs, forward):
     for name in ("attentions", "hidden_states"):  # what the user sees describes the conditioned rows only
         if getattr(outputs, name, None) is not None:
             setattr(outputs, name, tuple(states[:n] for states in getattr(outputs, name)))
-    generation.record(outputs.logits[:, -1], logits[n:, -1])
+    generation.record(logits[:, -1], n)
     return outputs
