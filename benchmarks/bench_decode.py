@@ -8,7 +8,8 @@
 
 Models have random weights and are built offline from a real architecture's config: `--size cpu` is
 LLaVA-OneVision (SigLIP + a 154 M-parameter Qwen2 decoder), `7b` the LLaVA-OneVision-7B / Qwen2-VL-7B
-shapes, `tiny` a seconds-long smoke run for the tests. One video prompt (text, `--frames` frames, text).
+shapes, `tiny` a seconds-long smoke run for the tests, `small` a 384-wide, 6-layer decoder whose steps are short
+enough for a fixed per-step cost to show (`--static only`). One video prompt (text, `--frames` frames, text).
 `--arch qwen3_vl` (7b: Qwen3-VL-8B-Instruct) and `--arch qwen3_5` (7b: Qwen3.5-9B, a hybrid decoder: three Gated
 DeltaNet layers per full-attention layer) write the video as their processor does: per frame a timestamp
 (`<0.5 seconds>`, 4 text tokens here) and `<|vision_start|>` + the frame's placeholders + `<|vision_end|>`, all

@@ -1,5 +1,6 @@
 """The benchmarks' models (`build_model`): random weights, built offline from a real architecture's config at a size,
-"tiny" (seconds, for the tests), "cpu" or "7b" (the shapes of the 7B-class models named below)."""
+"tiny" (seconds, for the tests), "small" (LLaVA-OneVision and Qwen2-VL only: a 384-wide, 6-layer decoder), "cpu" or
+"7b" (the shapes of the 7B-class models named below)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ SIZES = {
                  siglip=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                              image_size=32, patch_size=8),
                  qwen_vision=dict(depth=1, embed_dim=32, num_heads=2), qwen_pixels=56),
+    # "small": the decoder of hidden 384 / 6 layers where a fixed per-step cost still shows (issue 47), a tiny tower
+    "small": dict(hidden=384, intermediate=1536, layers=6, heads=6, kv_heads=2, vocab=32000,
+                  siglip=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                              image_size=32, patch_size=8),
+                  qwen_vision=dict(depth=1, embed_dim=32, num_heads=2), qwen_pixels=56),
     "cpu": dict(hidden=768, intermediate=3072, layers=12, heads=12, kv_heads=4, vocab=32000,
                 siglip=dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
                             image_size=64, patch_size=8),
@@ -118,6 +124,9 @@ ARCHS = ["llava_onevision", "qwen2_vl", *QWEN3_TEXT, "nemotron_h_omni"]
 
 def build_model(arch: str = "llava_onevision", size: str = "cpu", device="cpu", dtype=torch.float32, seed: int = 0):
     """A random-weight model of `arch` at `size`, on `device` in `dtype`."""
+    shapes = NEMOTRON if arch == "nemotron_h_omni" else QWEN3_TEXT.get(arch, SIZES)
+    if size not in shapes:
+        raise ValueError(f"--size {size} has no {arch} shape: take one of {', '.join(shapes)}.")
     s = SIZES[size]
     text = dict(vocab_size=s["vocab"], hidden_size=s["hidden"], intermediate_size=s["intermediate"],
                 num_hidden_layers=s["layers"], num_attention_heads=s["heads"], num_key_value_heads=s["kv_heads"],

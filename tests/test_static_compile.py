@@ -273,11 +273,12 @@ def test_compiled_decoding_at_transformers_defaults_has_no_graph_break_and_no_re
         assert counters["stats"]["unique_graphs"] == 1 and not counters["recompiles"]
 
 
-def test_a_static_decoding_step_hands_the_model_its_whole_mask(tiny):
-    """Issue 47: with a static cache, each decoding step gives the model the 4D mask of all its rows, as generate
-    gives plain decoding's, so that the model builds none of its own: the conditioned rows see their prompt (padding
-    masked) and every slot up to the new token, the prior rows the same but no visual slot of the prompt (the masked
-    prior). Brute force from the prompt's attention mask and video token ids."""
+@pytest.mark.parametrize("cache_implementation", ["static", None])
+def test_a_decoding_step_hands_the_model_its_whole_mask(tiny, cache_implementation):
+    """Issue 47: on an SDPA model, each decoding step gives the model the 4D mask of all its rows (with a static cache
+    as generate gives plain decoding's, by layer type), so that the model builds none of its own: the conditioned rows
+    see their prompt (padding masked) and every slot up to the new token, the prior rows the same but no visual slot
+    of the prompt (the masked prior). Brute force from the prompt's attention mask and video token ids."""
     model, processor = tiny("llava_onevision")
     inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
     attachment = pnd.attach(model) and attachment_of(model)
@@ -290,16 +291,20 @@ def test_a_static_decoding_step_hands_the_model_its_whole_mask(tiny):
 
     attachment.forward = spy
     try:
-        out = run(model, inputs, "greedy")
+        out = run(model, inputs, "greedy", cache_implementation=cache_implementation)
     finally:
         attachment.forward = forward
-    (n, length), slots = inputs["input_ids"].shape, masks[0]["full_attention"].shape[-1]
+    n, length = inputs["input_ids"].shape
     attends = inputs["attention_mask"].bool()
     video = inputs["input_ids"] == model.config.video_token_id
     prompt = torch.cat([attends, attends & ~video])
     assert len(masks) == STEPS - 1 and out.sequences.shape[1] == length + STEPS
-    keys = torch.arange(slots, device=prompt.device)
     for step, mask in enumerate(masks):
+        if cache_implementation == "static":
+            assert list(mask) == ["full_attention"]
+            mask = mask["full_attention"]
+        slots = mask.shape[-1] if cache_implementation == "static" else length + step + 1
+        keys = torch.arange(slots, device=prompt.device)
         later = torch.ones(2 * n, slots - length, dtype=torch.bool, device=prompt.device)
         expected = torch.cat([prompt, later], 1) & (keys <= length + step)
-        assert list(mask) == ["full_attention"] and torch.equal(mask["full_attention"], expected[:, None, None])
+        assert torch.equal(mask, expected[:, None, None])

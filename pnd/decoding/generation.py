@@ -45,6 +45,7 @@ class Generation:
     visual: torch.Tensor | None = None  # (rows, prompt length) bool: the prompt's placeholder tokens, where they act
     steering: torch.Tensor | None = None  # (rows, layers, hidden): VISTA's addition to each layer's output
     hooks: list = field(default_factory=list)  # forward hooks of this call, removed when it ends
+    whole_masks: bool = False  # a dynamic cache's decoding steps give the model its 4D mask (`steps._decode_step`)
     steps: int = 0  # decoding steps the processor has scored in this call (M3ID's t)
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 

@@ -67,13 +67,19 @@ def split_attention(module, query, key, value, attention_mask, **kwargs):
 register_sdpa_attention(_ATTENTION, split_attention)  # with SDPA's own masks outside the packed call
 
 
-def packs_prior(model, kwargs: dict) -> bool:
-    """Whether this prefill call can carry the prior's tokens: SDPA attention over the whole context (no sliding
-    window, every layer's kind allows it: `pnd/architectures/layers.py`), a causal prompt (no bidirectional visual block), and only
-    the last logits asked for."""
+def sdpa_over_whole_context(model) -> bool:
+    """Whether every layer of the language model runs SDPA attention over the whole context: no sliding window, and
+    every layer's kind allows a packed prefill (`pnd/architectures/layers.py`: no recurrent or indexed layer). Its
+    layers then all read one boolean 4D mask."""
     config = model.config.get_text_config(decoder=True)
     return (attention_implementation(config) in ("sdpa", _ATTENTION) and getattr(config, "sliding_window", None) is None
-            and architecture_for(model).causal_prompt and layer_plan(config).packs
+            and layer_plan(config).packs)
+
+
+def packs_prior(model, kwargs: dict) -> bool:
+    """Whether this prefill call can carry the prior's tokens: SDPA attention over the whole context
+    (`sdpa_over_whole_context`), a causal prompt (no bidirectional visual block), and only the last logits asked for."""
+    return (sdpa_over_whole_context(model) and architecture_for(model).causal_prompt
             and kwargs.get("logits_to_keep") == 1 and not any(kwargs.get(k) for k in _OUTPUT_OPTIONS))
 
 

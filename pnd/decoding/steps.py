@@ -33,7 +33,7 @@ from ..validation import check_conditioned_logits
 from .cache import PairedCache, PairedStaticCache
 from .contrast import contrast_prefill
 from .generation import running_generation
-from .packed import packed_prefill, packs_prior, use_split_attention
+from .packed import packed_prefill, packs_prior, sdpa_over_whole_context, use_split_attention
 from .prior import blank_prefill, masked_prefill
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
@@ -139,6 +139,7 @@ def _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior: 
         raise ValueError("pnd: generate passed no position_ids to the first forward; this model is not supported.")
     mode = generation.normalizer.prior
     _reach_interventions(model, generation, input_ids)
+    generation.whole_masks = sdpa_over_whole_context(model)
     conditioned = _conditioned(generation, forward)
     steering = next((i.strength for i in generation.normalizer.interventions if isinstance(i, SteerLayerOutputs)), None)
     if steering is not None:  # VISTA: its vectors first, from an unsteered pass and the prior rows
@@ -245,8 +246,11 @@ def _decode_step(generation, cache, kwargs, forward):
         if kwargs.get(key) is not None and key != "attention_mask":
             paired[key] = torch.cat([kwargs[key], kwargs[key]])
     mask = _paired_mask(cache, kwargs.get("attention_mask"), input_ids)
-    static = isinstance(cache, PairedStaticCache)  # generate's 4D mask extended: no mask built in the model
-    paired["attention_mask"] = cache.step_mask(kwargs.get("attention_mask")) if static else mask
+    paired["attention_mask"] = mask  # the model builds the 4D mask, except where pnd gives it (no work in the model):
+    if isinstance(cache, PairedStaticCache):  # generate's 4D mask of the conditioned rows, the prior rows added
+        paired["attention_mask"] = cache.step_mask(kwargs.get("attention_mask"))
+    elif generation.whole_masks and input_ids.shape[1] == 1:  # one new token: it sees every slot its row attends
+        paired["attention_mask"] = mask.bool()[:, None, None, :]
     positions = kwargs["position_ids"]
     batch_dim = 0 if positions.ndim == 2 else 1
     prior_positions = positions - cache.prior_position_offset.unsqueeze(-1)
