@@ -4,6 +4,7 @@ formulas: at every step one from-scratch forward of the conditioned input and on
 import functools
 import json
 import math
+from unittest import mock
 
 import PIL.Image
 import pytest
@@ -102,6 +103,19 @@ def test_vcd_noise_is_the_diffusion_forward_process_at_noise_step():
     mitigv = pytest.importorskip("mitigv.perturbations")  # the packaged peer (VCD's reference indexing, abar[T])
     torch.manual_seed(3)
     assert torch.equal(mitigv.DiffusionNoisePerturbation(noise_step=500)(x), pnd.vcd_noise(x, 500, seed=3))
+
+
+def test_vcd_noise_of_a_video_of_the_same_shape_is_drawn_once():
+    """Issue 47: drawing VCD's noise costs more than the rest of its prefill's extra work; a video of the same shape
+    and seed reuses the last draw, the same noise a fresh draw gives."""
+    x = torch.randn(1, 3, 5, 7, generator=torch.Generator().manual_seed(2))
+    abar = math.prod(1 - (1 / (1 + math.exp(-(-6 + 12 * i / 999))) * (0.5e-2 - 1e-5) + 1e-5) for i in range(101))
+    eps = torch.randn(x.shape, generator=torch.Generator("cpu").manual_seed(4))
+    with mock.patch("torch.randn", wraps=torch.randn) as draws:
+        first, second = pnd.vcd_noise(x, 100, seed=4), pnd.vcd_noise(2 * x, 100, seed=4)
+    assert draws.call_count == 1
+    torch.testing.assert_close(first, math.sqrt(abar) * x + math.sqrt(1 - abar) * eps, atol=1e-5, rtol=0)
+    torch.testing.assert_close(second, math.sqrt(abar) * 2 * x + math.sqrt(1 - abar) * eps, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("bad", [-1, 1000, 2.5, True, "500"])
@@ -287,6 +301,31 @@ def test_contrast_with_a_static_cache(tiny, model_type, kind):
     for static_layer, dynamic_layer in zip(out.past_key_values.layers, dynamic.layers):
         length = dynamic_layer.keys.shape[2]
         torch.testing.assert_close(static_layer.keys[:, :, :length], dynamic_layer.keys, atol=1e-4, rtol=0)
+
+
+def test_a_contrast_on_the_prompts_own_video_runs_the_vision_tower_once(tiny):
+    """Issue 47: ICD's contrast on the prompt's own video (what `pnd.icd_inputs` builds) and ONLY's contrast (the prompt
+    itself) take the vision tower's outputs that generate computed for the prompt: one pass of the tower per call, as
+    plain generate makes. Another video, or beam search (the prompt's outputs repeated per beam), runs it again. Their
+    tokens equal the brute-force reference's either way (test_vcd_and_icd_on_every_family, tests/test_interventions.py)."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    icd_ = pnd.PriorNormalized(1.0, prior="inputs", combine="contrastive")
+    other_videos = tiny_inputs(processor, "llava_onevision", ("a", "b c"), seed=5)
+    cases = [(icd_, {"prior_inputs": icd(processor, "llava_onevision")}, 1), (icd_, {"prior_inputs": other_videos}, 2),
+             (pnd.ONLY(), {}, 1), (icd_, {"prior_inputs": icd(processor, "llava_onevision"), "num_beams": 2}, 2)]
+    tower, calls = model.model.get_video_features, []
+
+    @functools.wraps(tower)  # its signature: generate reads it
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return tower(*args, **kwargs)
+
+    for processor_, extra, passes in cases:
+        calls.clear()
+        with mock.patch.object(model.model, "get_video_features", counted):
+            run(model, inputs, processor_, **extra)
+        assert len(calls) == passes, (processor_, extra.keys())
 
 
 def test_contrast_priors_change_decoding(tiny):

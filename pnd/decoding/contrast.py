@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
 
 import torch
@@ -35,6 +36,7 @@ from .prior import PriorPrefill, default_position_ids
 CONTRASTS = ("inputs", "noise", "same")  # priors from an input run through the whole model: another, noised, the same
 NOISE_STEPS = 1000  # VCD's diffusion schedule (vcd_utils/vcd_add_noise.py)
 ICD_INSTRUCTION = "You are a confused object detector to provide a fuzzy overview or impression of the image."
+_SHARED = "pnd_shared_visual_inputs"  # a contrast's mark: the visual inputs it shares with the prompt (`_sharing`)
 _HOW = "pass prior_inputs=<the processor's outputs for the contrast prompt> (pnd.icd_inputs builds ICD's)"
 
 
@@ -53,7 +55,8 @@ def vcd_noise(pixel_values: torch.Tensor, noise_step: int = 500, seed: int = 0) 
 
     `betas = sigmoid(linspace(-6, 6, 1000)) * (0.5e-2 - 1e-5) + 1e-5`, `abar = cumprod(1 - betas)`, indexed at
     `noise_step` as VCD's `add_diffusion_noise` indexes it (0-based); `eps` is drawn on the CPU from
-    `torch.Generator().manual_seed(seed)` in float32, then cast to the pixels' dtype and device.
+    `torch.Generator().manual_seed(seed)` in float32, then cast to the pixels' dtype and device (the last draw is kept
+    there for pixels of the same shape, seed, device and dtype).
 
     Example:
         >>> x = torch.ones(1, 4)
@@ -66,10 +69,19 @@ def vcd_noise(pixel_values: torch.Tensor, noise_step: int = 500, seed: int = 0) 
                          f"{type(pixel_values).__name__}{'' if not torch.is_tensor(pixel_values) else ' of ' + str(pixel_values.dtype)}.")
     betas = torch.sigmoid(torch.linspace(-6, 6, NOISE_STEPS, device="cpu")) * (0.5e-2 - 1e-5) + 1e-5  # float32, as VCD computes it
     abar = torch.cumprod(1 - betas, dim=0)[noise_step]
-    eps = torch.randn(pixel_values.shape, generator=torch.Generator("cpu").manual_seed(seed), dtype=torch.float32,
-                      device="cpu")  # the same noise on every device
     x = pixel_values
-    return abar.sqrt().to(x.device, x.dtype) * x + (1 - abar).sqrt().to(x.device, x.dtype) * eps.to(x.device, x.dtype)
+    eps = _gaussian(tuple(x.shape), seed, x.device, x.dtype)
+    return abar.sqrt().to(x.device, x.dtype) * x + (1 - abar).sqrt().to(x.device, x.dtype) * eps
+
+
+@functools.lru_cache(maxsize=1)  # the last draw, kept where it is used: a video of the same shape reuses it
+def _gaussian(shape: tuple, seed: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """VCD's `eps`: standard normal noise of `shape` drawn on the CPU from `seed` in float32 (the same noise on every
+    device), then cast to `dtype` on `device`. Drawing it costs more than the rest of the noising (about 90 ms on a CPU
+    core for 32 frames of 384 px): a second video of the same shape, as a benchmark's or an evaluation's frames are,
+    reuses it."""
+    eps = torch.randn(shape, generator=torch.Generator("cpu").manual_seed(seed), dtype=torch.float32, device="cpu")
+    return eps.to(device, dtype)
 
 
 def icd_inputs(processor, messages, instruction: str = ICD_INSTRUCTION, **processor_kwargs):
@@ -149,10 +161,23 @@ def prepare_contrast(architecture, normalizer, config, args: tuple, kwargs: dict
     if prior == "noise":
         return _padded(architecture, kwargs, _noised(architecture, kwargs, normalizer))
     if prior == "same":  # ONLY: the conditioned inputs, with an intervention on their rows
-        return {k: v for k, v in kwargs.items() if torch.is_tensor(v)}, 0
+        return _sharing(architecture, {k: v for k, v in kwargs.items() if torch.is_tensor(v)}, kwargs), 0
     contrast = _given(prior_inputs, kwargs["input_ids"])
     check_pixels(contrast, architecture.pixel_keys, "generate's prior_inputs")
-    return _padded(architecture, kwargs, contrast)
+    contrast, pad = _padded(architecture, kwargs, contrast)
+    return _sharing(architecture, contrast, kwargs), pad
+
+
+def _sharing(architecture, contrast: dict, kwargs: dict) -> dict:
+    """`contrast`, marked (`_SHARED`) with its visual inputs (pixels and what describes them) where they are all the
+    prompt's own (ICD's contrast on the same video): the vision tower's outputs for the prompt then serve it too."""
+    tokens = ("input_ids", "attention_mask", "position_ids", "token_type_ids", *architecture.token_inputs)
+    visual = tuple(k for k, v in contrast.items() if torch.is_tensor(v) and k not in tokens)
+    if visual and all(kwargs.get(k) is contrast[k] or torch.is_tensor(kwargs.get(k)) and kwargs[k].shape == contrast[k].shape
+                      and kwargs[k].device == contrast[k].device and torch.equal(kwargs[k], contrast[k])
+                      for k in visual):  # once per generate call
+        contrast[_SHARED] = visual
+    return contrast
 
 
 def _noised(architecture, kwargs: dict, normalizer) -> dict:
@@ -214,11 +239,17 @@ def _padded(architecture, kwargs: dict, contrast: dict) -> tuple[dict, int]:
 def contrast_prefill(model, forward, contrast: dict, prefill_kwargs: dict) -> PriorPrefill:
     """The contrast rows' prefill: `forward` (the model's own) on the contrast inputs, into a cache of their own, then
     each row repeated as `generate` repeated the conditioned prompt's (beams, returned sequences)."""
-    contrast = {k: v for k, v in contrast.items() if k != "labels"}  # PaliGemma's processor adds them: no loss here
+    shared = contrast.get(_SHARED, ())
+    contrast = {k: v for k, v in contrast.items() if k not in ("labels", _SHARED)}  # PaliGemma's labels: no loss here
     ids, mask = contrast["input_ids"], contrast["attention_mask"]
     repeats = prefill_kwargs["input_ids"].shape[0] // ids.shape[0]
     others = {k: v for k, v in contrast.items() if k not in ("input_ids", "attention_mask", "position_ids")}
     positions = default_position_ids(model, ids, mask, **others)  # as generate gives them (a given one is generate's)
+    encoded = prefill_kwargs.get("mm_encoder_outputs")
+    if shared and encoded and repeats == 1:  # generate ran the vision tower on the prompt's visual inputs, the same
+        # as the contrast's: its outputs in place of those inputs (where generate took them out of the first call's)
+        contrast = {k: v for k, v in contrast.items() if k not in shared or prefill_kwargs.get(k) is not None}
+        contrast["mm_encoder_outputs"] = encoded
     cache = cache_from_layers(model.config.get_text_config(decoder=True))
     outputs = forward(**{**contrast, "position_ids": positions, "past_key_values": cache, "use_cache": True,
                          "logits_to_keep": 1})
