@@ -4,8 +4,9 @@
 #   bash benchmarks/gpu_check.sh OUTDIR [SECONDS]
 # 0. `pnd check` on CUDA in fp32 and bf16 (OUTDIR/check_*.txt); 1. the suite on CUDA in fp32 (PND_TEST_DEVICE=cuda),
 #    in chunks; each prints its failures with their reasons as it ends and leaves its log in OUTDIR (OUTDIR/summary.txt
-#    gathers them); 2. the bf16 subset (tests/test_bf16.py); 3. the 7B-shape benchmark parts (benchmarks/gpu_parts.py:
-#    peers, vcd, m3id, static, modes, 2 repeats), each table written to OUTDIR as it ends.
+#    gathers them); 2. the bf16 subset (tests/test_bf16.py); 3. the 7B-shape benchmark parts (benchmarks/gpu_parts.py,
+#    2 repeats), each table written to OUTDIR as it ends, in the order of the open questions: static (issue 47's
+#    per-step cost), vcd and icd (their prefill), peers, pai, only, vista (issue 45's cost), m3id, modes.
 # A step gets what is left of the budget, at most its own share; a step cut at its limit keeps what it wrote.
 set -u
 out=${1:?usage: bash benchmarks/gpu_check.sh OUTDIR [SECONDS]}
@@ -38,7 +39,7 @@ for dtype in float32 bfloat16; do  # pnd check first: the user's own check of ex
 done
 
 chunk exactness 90 tests/test_exactness.py tests/test_families.py
-chunk methods 60 tests/test_methods.py -k "not test_pnd_caption_method"
+chunk methods 60 tests/test_methods.py tests/test_interventions.py -k "not test_pnd_caption_method"
 chunk layers 60 tests/test_hybrid.py tests/test_layer_kinds.py tests/test_generate_features.py tests/test_static_compile.py
 chunk scoring 40 tests/test_scoring.py tests/test_device_guard.py
 chunk bf16 30 tests/test_bf16.py
@@ -46,7 +47,7 @@ chunk bf16 30 tests/test_bf16.py
 limit=$(left 300)
 if [ "$limit" -gt 30 ]; then
   # shellcheck disable=SC2086  # BENCH_ARGS: several arguments (a CPU smoke run: --size tiny --device cpu ...)
-  timeout "$limit" "$python" benchmarks/gpu_parts.py "$out/bench" --parts peers,vcd,m3id,static,modes \
+  timeout "$limit" "$python" benchmarks/gpu_parts.py "$out/bench" --parts static,vcd,icd,peers,pai,only,vista,m3id,modes \
     ${BENCH_ARGS:---size 7b --device cuda --dtype bfloat16 --repeats 2} > "$out/bench.log" 2>&1
   echo "== benchmarks (exit $?): $(ls "$out/bench" 2>/dev/null | tr '\n' ' ')" | tee -a "$out/summary.txt"
 else
