@@ -12,8 +12,8 @@ import torch
 from transformers import BatchFeature
 
 import pnd.testing
+from pnd.testing.check import PROMPTS  # noqa: F401 (the suite's prompts: those `pnd check` runs)
 
-PROMPTS = ("Describe the video.", "what colour is the shape? answer with one word.")
 # the suite's device and dtype (docs/testing.md, "On a GPU"): the tiny models, their inputs and what a test builds
 DEVICE = torch.device(os.environ.get("PND_TEST_DEVICE", "cpu"))
 DTYPE = getattr(torch, os.environ.get("PND_TEST_DTYPE", "float32"))
