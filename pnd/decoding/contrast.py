@@ -173,11 +173,15 @@ def _sharing(architecture, contrast: dict, kwargs: dict) -> dict:
     prompt's own (ICD's contrast on the same video): the vision tower's outputs for the prompt then serve it too."""
     tokens = ("input_ids", "attention_mask", "position_ids", "token_type_ids", *architecture.token_inputs)
     visual = tuple(k for k, v in contrast.items() if torch.is_tensor(v) and k not in tokens)
-    if visual and all(kwargs.get(k) is contrast[k] or torch.is_tensor(kwargs.get(k)) and kwargs[k].shape == contrast[k].shape
-                      and kwargs[k].device == contrast[k].device and torch.equal(kwargs[k], contrast[k])
-                      for k in visual):  # once per generate call
+    if visual and all(_same(kwargs.get(k), contrast[k]) for k in visual):  # once per generate call
         contrast[_SHARED] = visual
     return contrast
+
+
+def _same(given, tensor: torch.Tensor) -> bool:
+    """Whether `given` is `tensor`, or a tensor of its shape and values on its device."""
+    return given is tensor or (torch.is_tensor(given) and given.shape == tensor.shape and given.device == tensor.device
+                               and torch.equal(given, tensor))
 
 
 def _noised(architecture, kwargs: dict, normalizer) -> dict:
