@@ -164,7 +164,8 @@ def pai_combine(gamma, beta):
 def sink_suppressed_entropy(a):
     """Entropy over the last dim after ONLY's sink suppression: entries above mean + std (biased) set to 0, the rest
     renormalized."""
-    threshold = a.mean(-1, keepdim=True) + a.std(-1, keepdim=True, unbiased=False)
+    mean = a.mean(-1, keepdim=True)
+    threshold = mean + (a - mean).square().mean(-1, keepdim=True).sqrt()  # the biased std; nan on no keys, unwarned
     filtered = torch.where(a > threshold, torch.zeros_like(a), a)
     p = filtered / filtered.sum(-1, keepdim=True).clamp_min(1e-12)
     return -(p * p.clamp_min(1e-12).log()).sum(-1)

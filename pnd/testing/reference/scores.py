@@ -78,13 +78,16 @@ def masked_prior(model, inputs, sequence):
     return full_logits(model, inputs, sequence, prior=True)
 
 
-def method_scores(model, inputs, sequence, combine, prior, step, conditioned=None):
+def method_scores(model, inputs, sequence, combine, prior, step, conditioned=None, banned=()):
     """`combine(log p_c, log p_prior, step)` for the next token after `sequence` (step 1: the first generated one).
 
     `conditioned(model, inputs, sequence)` replaces the conditioned logits (`full_logits(..., prior=False)`): the
-    methods that intervene inside the model (`interventions.py`); `prior=None`: no prior forward, combine gets None."""
+    methods that intervene inside the model (`interventions.py`); `prior=None`: no prior forward, combine gets None.
+    `banned`: tokens that an earlier logits processor sets to -inf (`min_new_tokens`' end of sequence); log p_c holds
+    them at -inf, not renormalized, as the scores that reach a method do."""
     conditioned = conditioned or (lambda *args: full_logits(*args, prior=False))
     cond = torch.log_softmax(conditioned(model, inputs, sequence).float(), -1)
+    cond[:, list(banned)] = -torch.inf
     return combine(cond, None if prior is None else torch.log_softmax(prior(model, inputs, sequence).float(), -1), step)
 
 
@@ -100,8 +103,8 @@ def method_greedy(model, inputs, steps, combine, prior, banned=(), conditioned=N
     return sequence[:, inputs["input_ids"].shape[1] :], scores
 
 
-def method_forced(model, inputs, generated, combine, prior, conditioned=None):
+def method_forced(model, inputs, generated, combine, prior, conditioned=None, banned=()):
     """Per-step `method_scores` (batch, steps, vocab) along given generated tokens."""
     prompt = inputs["input_ids"]
     return torch.stack([method_scores(model, inputs, torch.cat([prompt, generated[:, :k]], 1), combine, prior, k + 1,
-                                      conditioned) for k in range(generated.shape[1])], 1)
+                                      conditioned, banned) for k in range(generated.shape[1])], 1)
