@@ -148,6 +148,24 @@ def test_each_method_changes_the_tokens(models, name):
     assert not torch.equal(generate(model, inputs, METHODS[name]()[0]).sequences, plain)
 
 
+def test_vista_prefill_runs_the_language_model_twice(models):
+    """VISTA's vectors come from one unsteered call of the prompt with the prior's text tokens packed after it; the
+    steered prompt is the second call (docs/methods.md): two calls, not three."""
+    model, processor, _ = models("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    lengths = []
+    hook = model.get_decoder().register_forward_pre_hook(
+        lambda module, args, kwargs: lengths.append(kwargs["inputs_embeds"].shape[:2]), with_kwargs=True)
+    try:
+        model.generate(**inputs, max_new_tokens=1, logits_processor=[pnd.VISTA()])
+    finally:
+        hook.remove()
+    rows, length = inputs["input_ids"].shape
+    after_video = max(len(ids) - ids.tolist().index(model.config.video_token_id) for ids in inputs["input_ids"])
+    assert len(lengths) == 2 and lengths[1] == (rows, length)
+    assert lengths[0][0] == rows and length < lengths[0][1] <= length + after_video
+
+
 @pytest.mark.parametrize("mode", [{}, {"num_beams": 3}, {"do_sample": True, "top_k": 20}])
 def test_neutral_settings_are_plain_generate_bit_for_bit(models, mode):
     model, processor, _ = models("llava_onevision")

@@ -142,8 +142,10 @@ def _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior: 
     generation.whole_masks = sdpa_over_whole_context(model)
     conditioned = _conditioned(generation, forward)
     steering = next((i.strength for i in generation.normalizer.interventions if isinstance(i, SteerLayerOutputs)), None)
+    packs = attachment.prefill == "auto" and not attachment.architecture.embeds_prompt and packs_prior(model, kwargs)
     if steering is not None:  # VISTA: its vectors first, from an unsteered pass and the prior rows
-        outputs, prior = steering_prefill(model, generation, conditioned, kwargs, input_ids, steering)
+        outputs, prior = steering_prefill(model, generation, conditioned, kwargs, input_ids, steering,
+                                          packed_prefill if packs else None)
     elif generation.contrast is not None:  # first: the conditioned call then sets what the model keeps (rope deltas)
         visual = generation.reached and _placeholders(model, generation, generation.contrast["input_ids"])
         with intervening(generation.reached, visual, contrast=slice(None)):
@@ -155,8 +157,7 @@ def _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior: 
     elif generation.blank_outputs is not None:
         outputs = forward(**kwargs)
         prior = blank_prefill(model, forward, kwargs, generation.blank_outputs)
-    elif (attachment.prefill == "auto" and not attachment.architecture.embeds_prompt
-          and not generation.normalizer.interventions and packs_prior(model, kwargs)):
+    elif packs and not generation.normalizer.interventions:
         outputs, prior = packed_prefill(model, forward, kwargs, mode)
     else:
         outputs = conditioned(**kwargs)

@@ -6,8 +6,9 @@ added to that layer's output on the conditioned rows in every forward of the gen
 
 `H` are the language model's hidden states (`output_hidden_states`: the embeddings, then each layer's output, the
 last one after the final norm) of the prompt with its visual input, unsteered, and of the prompt without it (pnd's
-prior="text" rows). `steering_prefill` computes them in the prefill of a paired generate call: the conditioned prompt
-once unsteered into a cache that is dropped, the prior rows' prefill, then the conditioned prompt steered.
+prior="text" rows). `steering_prefill` computes them in the prefill of a paired generate call: one unsteered call of
+the conditioned prompt with the prior's tokens packed after it (`pnd.decoding.packed`; where the prior does not pack,
+the two in calls of their own), into a cache that is dropped, then the conditioned prompt steered.
 
 Example:
     >>> from pnd.testing import tiny_model
@@ -29,7 +30,7 @@ from transformers import DynamicCache
 from ..decoding.prior import masked_prefill
 from .engine import decoder_layers, running_call
 
-_CAPTURED: ContextVar[dict | None] = ContextVar("pnd_captured_layer_outputs", default=None)
+_CAPTURED: ContextVar[tuple[dict, list] | None] = ContextVar("pnd_captured_layer_outputs", default=None)
 
 
 class SteerLayerOutputs:
@@ -46,27 +47,31 @@ def _hidden(output) -> torch.Tensor:
 
 
 def _layer_hook(index: int, module, args, output):
-    """Decoder layer `index`'s forward hook: record its output at the last position where `_capturing` asks, add the
+    """Decoder layer `index`'s forward hook: record its output at the positions `_capturing` asks for, add the
     running call's steering vector on its conditioned rows where `intervening` gives one."""
-    captured = _CAPTURED.get()
-    if captured is not None:
-        captured[index] = _hidden(output)[:, -1]
+    capturing = _CAPTURED.get()
+    if capturing is not None:
+        captured, positions = capturing
+        captured[index] = _hidden(output)[:, positions]
         return None
     call = running_call()
     if call is None or call.steering is None or "conditioned" not in call.rows:
         return None
-    hidden = _hidden(output)
-    start, stop, _ = call.rows["conditioned"].indices(hidden.shape[0])
-    steered = hidden[start:stop] + call.steering[:, index, None].to(hidden.dtype)
-    hidden = torch.cat([hidden[:start], steered, hidden[stop:]])
+    hidden, rows = _hidden(output), call.rows["conditioned"]
+    vectors = call.steering[:, index, None].to(hidden.dtype)
+    if rows == slice(None):  # every row of the call (a decoding step on a dynamic cache): no copy of the others
+        hidden = hidden + vectors
+    else:
+        start, stop, _ = rows.indices(hidden.shape[0])
+        hidden = torch.cat([hidden[:start], hidden[start:stop] + vectors, hidden[stop:]])
     return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
 
 
 @contextmanager
-def _capturing() -> Iterator[dict]:
-    """Within the block, each decoder layer's output at the last position, by layer index."""
+def _capturing(positions: list[int]) -> Iterator[dict]:
+    """Within the block, each decoder layer's output (rows, len(positions), hidden) at `positions`, by layer index."""
     captured = {}
-    token = _CAPTURED.set(captured)
+    token = _CAPTURED.set((captured, positions))
     try:
         yield captured
     finally:
@@ -74,26 +79,39 @@ def _capturing() -> Iterator[dict]:
 
 
 def _states(model, captured: dict) -> torch.Tensor:
-    """(rows, layers, hidden): the captured outputs as `hidden_states[1:]` holds them (the last after the final norm)."""
+    """(rows, layers, positions, hidden): the captured outputs as `hidden_states[1:]` holds them (the last after the
+    final norm)."""
     decoder = model.get_decoder()
     states = [captured[index] for index in range(len(captured))]
     states[-1] = decoder.norm(states[-1])
     return torch.stack(states, 1)
 
 
-def steering_prefill(model, generation, conditioned, kwargs: dict, input_ids: torch.Tensor, strength: float):
+def steering_prefill(model, generation, conditioned, kwargs: dict, input_ids: torch.Tensor, strength: float,
+                     packed_prefill=None):
     """The prefill of a VISTA generate call: (the conditioned outputs, steered; the prior rows' `PriorPrefill`).
     `conditioned` runs the conditioned rows, steered once `generation.steering` is set: the steering vectors, times
-    `strength`, which the decoding steps then read there."""
+    `strength`, which the decoding steps then read there. `packed_prefill` (`pnd.decoding.packed`'s, where the prior
+    packs): the unsteered pass carries the prior's tokens after the prompt, one call; None: the prior rows get a call
+    of their own."""
     if not hasattr(model.get_decoder(), "norm"):
         raise ValueError(f"VISTA reads the language model's hidden states after its final norm, which pnd does not "
                          f"find on {type(model).__name__}.")
     generation.hooks += [layer.register_forward_hook(functools.partial(_layer_hook, index))
                          for index, layer in enumerate(decoder_layers(model))]
-    with _capturing() as with_image:  # unsteered: no vectors yet
-        conditioned(**{**kwargs, "past_key_values": DynamicCache(config=model.config.get_text_config(decoder=True))})
-    with _capturing() as without:
-        prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"],
-                               generation.normalizer.prior, None, inputs=kwargs)
-    generation.steering = strength * (_states(model, with_image) - _states(model, without))
+    unsteered = {**kwargs, "past_key_values": DynamicCache(config=model.config.get_text_config(decoder=True))}
+    mode = generation.normalizer.prior
+    if packed_prefill is not None:  # the prompt's last token, the prior's last token (`prior.prior_slots` puts it last in every row)
+        with _capturing([input_ids.shape[1] - 1, -1]) as captured:
+            _, prior = packed_prefill(model, conditioned, unsteered, mode)
+        with_image, without = _states(model, captured).unbind(2)
+    else:
+        with _capturing([-1]) as captured:
+            conditioned(**unsteered)
+        with_image = _states(model, captured)[:, :, 0]
+        with _capturing([-1]) as captured:
+            prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode, None,
+                                   inputs=kwargs)
+        without = _states(model, captured)[:, :, 0]
+    generation.steering = strength * (with_image - without)
     return conditioned(**kwargs), prior
