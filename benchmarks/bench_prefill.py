@@ -11,6 +11,11 @@ language-model call reads the weights once (`pnd/decoding/packed.py`). The other
 without SDPA attention, the prior's own call: with the text before the video copied from the
 conditioned cache, and without that reuse. Plain `generate` and the variants produce one token each,
 round after round; each round's times are divided by plain's of the same round.
+
+Where the time goes: hooks on the language model (`model.get_decoder()`, synced on a GPU) time its calls and count
+their tokens, so that each row also gives the language model's time and tokens, and the rest (vision tower,
+embedding, pnd's own work around the call: the prior's slots, its mask, laying out its cache rows). The packed row
+is at its share when its language-model time over plain's equals its tokens over plain's.
 """
 
 from __future__ import annotations
@@ -40,6 +45,30 @@ def variants() -> dict:
     }
 
 
+class LanguageModelClock:
+    """Seconds and tokens of the language model's calls since `reset`, from forward hooks on `model.get_decoder()`."""
+
+    def __init__(self, model, device):
+        self.device, self.seconds, self.tokens, self.started = device, 0.0, 0, 0.0
+        decoder = model.get_decoder()
+        decoder.register_forward_pre_hook(self._start, with_kwargs=True)
+        decoder.register_forward_hook(self._stop)
+
+    def reset(self) -> None:
+        self.seconds, self.tokens = 0.0, 0
+
+    def _start(self, module, args, kwargs) -> None:
+        tokens = kwargs.get("inputs_embeds")
+        tokens = kwargs.get("input_ids") if tokens is None else tokens
+        self.tokens += tokens.shape[0] * tokens.shape[1]
+        sync(self.device)
+        self.started = time.perf_counter()
+
+    def _stop(self, module, args, output) -> None:
+        sync(self.device)
+        self.seconds += time.perf_counter() - self.started
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arch", choices=ARCHS, default="llava_onevision")
@@ -57,26 +86,39 @@ def main(argv=None) -> dict:
     inputs, _ = video_inputs(model, args.size, args.frames)
     runs = variants()
     times = {name: [] for name in runs}
+    language_model = {name: [] for name in runs}  # (seconds, tokens) per round
+    clock = LanguageModelClock(model, device)
     for repeat in range(args.repeats + 1):
         for name, (prefill, processors) in runs.items():
             pnd.detach(model)
             pnd.attach(model, prefill=prefill)
             sync(device)
+            clock.reset()
             start = time.perf_counter()
             generate(model, inputs, processors, 1, do_sample=False)
             sync(device)
             if repeat:  # the first round is a warm-up
                 times[name].append(time.perf_counter() - start)
+                language_model[name].append((clock.seconds, clock.tokens))
     plain = times["plain generate"]
     lines = [f"{hardware(device)}, {args.dtype}, random {args.arch} ({args.size} shape), {inputs['input_ids'].shape[1]}-token "
              f"prompt with a {args.frames}-frame video (14 text tokens before it, 24 after); one generated token; "
              f"{args.repeats} rounds, each running every variant once in a row; ratio: the median over rounds of "
-             "the variant's time over plain's in that round (drifts of the machine between rounds cancel out).", "",
-             "| prefill | median ms | ratio to plain | lowest-highest ratio of a round |", "|---|---|---|---|"]
+             "the variant's time over plain's in that round (drifts of the machine between rounds cancel out). "
+             "Language model: its calls' time (median ms; ratio to plain's, median over rounds) and tokens; the rest: "
+             "the call's time outside them (median ms).", "",
+             "| prefill | median ms | ratio to plain | lowest-highest ratio of a round | language model: ms, ratio, "
+             "tokens (ratio) | the rest: ms |", "|---|---|---|---|---|---|"]
+    plain_model = language_model["plain generate"]
     for name, seconds in times.items():
         ratios = [s / p for s, p in zip(seconds, plain)]
+        model_seconds = [t for t, _ in language_model[name]]
+        model_ratio = statistics.median(t / p for t, (p, _) in zip(model_seconds, plain_model))
+        tokens = language_model[name][0][1]
+        rest = statistics.median(s - t for s, t in zip(seconds, model_seconds))
         lines.append(f"| {name} | {statistics.median(seconds) * 1e3:.0f} | {statistics.median(ratios):.3f}x | "
-                     f"{min(ratios):.3f}-{max(ratios):.3f} |")
+                     f"{min(ratios):.3f}-{max(ratios):.3f} | {statistics.median(model_seconds) * 1e3:.0f}, "
+                     f"{model_ratio:.3f}x, {tokens} ({tokens / plain_model[0][1]:.3f}x) | {rest * 1e3:.0f} |")
     print("\n".join(lines))
     if args.out:
         write_section(Path(args.out), f"Prior prefill: packed or its own call; {args.arch}, {args.size}, {hardware(device)}",

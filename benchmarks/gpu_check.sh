@@ -6,7 +6,8 @@
 #    in chunks; each prints its failures with their reasons as it ends and leaves its log in OUTDIR (OUTDIR/summary.txt
 #    gathers them); 2. the bf16 subset (tests/test_bf16.py); 3. the 7B-shape benchmark parts (benchmarks/gpu_parts.py,
 #    2 repeats), each table written to OUTDIR as it ends, in the order of the open questions: static (issue 47's
-#    per-step cost), vcd and icd (their prefill), peers, pai, only, vista (issue 45's cost), m3id, modes.
+#    per-step cost), vcd and icd (their prefill), peers, pai, only, vista (issue 45's cost), m3id, modes; 4. the prior's
+#    prefill (benchmarks/bench_prefill.py, 5 rounds: where the packed prefill's time goes, OUTDIR/prefill.md).
 # A step gets what is left of the budget, at most its own share; a step cut at its limit keeps what it wrote.
 set -u
 out=${1:?usage: bash benchmarks/gpu_check.sh OUTDIR [SECONDS]}
@@ -44,7 +45,7 @@ chunk layers 60 tests/test_hybrid.py tests/test_layer_kinds.py tests/test_genera
 chunk scoring 40 tests/test_scoring.py tests/test_device_guard.py
 chunk bf16 30 tests/test_bf16.py
 
-limit=$(left 300)
+limit=$(left 240)
 if [ "$limit" -gt 30 ]; then
   # shellcheck disable=SC2086  # BENCH_ARGS: several arguments (a CPU smoke run: --size tiny --device cpu ...)
   timeout "$limit" "$python" benchmarks/gpu_parts.py "$out/bench" --parts static,vcd,icd,peers,pai,only,vista,m3id,modes \
@@ -52,4 +53,14 @@ if [ "$limit" -gt 30 ]; then
   echo "== benchmarks (exit $?): $(ls "$out/bench" 2>/dev/null | tr '\n' ' ')" | tee -a "$out/summary.txt"
 else
   echo "benchmarks: skipped, the budget is spent" | tee -a "$out/summary.txt"
+fi
+
+limit=$(left 60)
+if [ "$limit" -gt 20 ]; then
+  # shellcheck disable=SC2086
+  timeout "$limit" "$python" benchmarks/bench_prefill.py --out "$out/prefill.md" \
+    ${PREFILL_ARGS:---size 7b --device cuda --dtype bfloat16 --repeats 5} > "$out/prefill.log" 2>&1
+  echo "== prior prefill (exit $?): $(tail -n 6 "$out/prefill.log")" | tee -a "$out/summary.txt"
+else
+  echo "prior prefill: skipped, the budget is spent" | tee -a "$out/summary.txt"
 fi

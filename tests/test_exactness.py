@@ -284,6 +284,24 @@ def test_prior_prefill_rides_in_the_conditioned_call(tiny, model_type, monkeypat
     _prior_kv_matches_masked_forward(model, inputs, calls[0]["past_key_values"])
 
 
+def test_packed_prior_tokens_attend_over_the_keys_they_see(tiny, monkeypatch):
+    """In the packed prefill, the prior tokens' attention gets the reused text before the video and the prior tokens
+    as keys, not the whole prompt (exactness: the tests above)."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    packed, keys = pnd.decoding.packed, []
+    attend = packed.sdpa_attention_forward
+    monkeypatch.setattr(packed, "sdpa_attention_forward",
+                        lambda module, query, key, *args, **kwargs: keys.append((query.shape[2], key.shape[2]))
+                        or attend(module, query, key, *args, **kwargs))
+    pnd.attach(model).generate(**inputs, max_new_tokens=1, logits_processor=[pnd.PriorNormalized(0.5)])
+    ids, attended = inputs["input_ids"], inputs["attention_mask"].bool()
+    length, visual = ids.shape[1], ids == model.config.video_token_id
+    first = visual.int().argmax(1, keepdim=True)  # each row's first visual slot
+    after = int((attended & ~visual & (torch.arange(length, device=ids.device) > first)).sum(1).max())
+    assert keys[:2] == [(length, length), (after, int(first.max()) + after)]  # layer 0: the prompt, the prior tokens
+
+
 def test_other_threads_run_plain_attention_during_a_packed_call(tiny):
     """While one thread's packed prefill has the model's attention switched, another thread's forward on the same
     model is a plain one (its own masks, plain SDPA)."""
@@ -295,7 +313,7 @@ def test_other_threads_run_plain_attention_during_a_packed_call(tiny):
         want = model(**inputs).logits
         got = {}
         pnd.attach(model)  # switches the language model to the split attention, once
-        with pnd.decoding.packed._packed_attention(length=3, unpadded=True):
+        with pnd.decoding.packed._packed_attention(length=3, unpadded=True, prefix=1):
             thread = threading.Thread(target=lambda: got.update(logits=model(**inputs).logits))
             thread.start()
             thread.join()

@@ -43,25 +43,34 @@ from ..interventions.engine import attention_with_interventions
 from .prior import assemble_prefill, prior_slots
 
 _ATTENTION = "pnd_packed_sdpa"
-_PROMPT: ContextVar[tuple[int, bool]] = ContextVar("pnd_packed_prompt")  # (prompt length, prompt is unpadded)
+_PROMPT: ContextVar[tuple[int, bool, int]] = ContextVar("pnd_packed_prompt")  # (prompt length, prompt is unpadded,
+# the prompt's slots the prior tokens may see: [0, prefix), the reused text before the video)
 _OUTPUT_OPTIONS = ("output_hidden_states", "output_attentions")
 
 
 def split_attention(module, query, key, value, attention_mask, **kwargs):
     """SDPA on a packed [prompt | prior tokens] sequence: the prompt part as a plain forward runs it
-    (causal kernel, no mask, when unpadded), the prior part with its rows of `attention_mask`."""
+    (causal kernel, no mask, when unpadded), the prior part with its rows of `attention_mask`, over the only keys it
+    may see: the reused text before the video and the prior tokens."""
     # any forward outside a packed call (another thread's, a decoding step's), or one torch.compile traces (the packed
     # mask makes plain SDPA exact, the split only saves time), or one without a mask (not the language model's: the
     # packed call gives it one; Kosmos-2.5's latent queries attend to the image with its text attention): plain SDPA
     packed = None if torch.compiler.is_compiling() else _PROMPT.get(None)
     if packed is None or attention_mask is None:  # and where interventions act, theirs (`pnd.interventions.engine`)
         return attention_with_interventions(module, query, key, value, attention_mask, sdpa_attention_forward, **kwargs)
-    length, unpadded = packed
+    length, unpadded, prefix = packed
     prompt_mask = None if unpadded else attention_mask[:, :, :length, :length]
     prompt, _ = sdpa_attention_forward(module, query[:, :, :length], key[:, :, :length], value[:, :, :length],
                                        prompt_mask, **kwargs)
-    prior, _ = sdpa_attention_forward(module, query[:, :, length:], key, value, attention_mask[:, :, length:], **kwargs)
+    prior, _ = sdpa_attention_forward(module, query[:, :, length:], _seen(key, prefix, length, -2),
+                                      _seen(value, prefix, length, -2),
+                                      _seen(attention_mask[:, :, length:], prefix, length, -1), **kwargs)
     return torch.cat([prompt, prior], dim=1), None  # (batch, tokens, heads, dim)
+
+
+def _seen(states: torch.Tensor, prefix: int, length: int, dim: int) -> torch.Tensor:
+    """The slots of `states` along `dim` that a packed call's prior tokens may see: [0, prefix) and [length, end)."""
+    return torch.cat([states.narrow(dim, 0, prefix), states.narrow(dim, length, states.shape[dim] - length)], dim)
 
 
 register_sdpa_attention(_ATTENTION, split_attention)  # with SDPA's own masks outside the packed call
@@ -106,7 +115,7 @@ def packed_prefill(model, forward, kwargs: dict, mode: str):
     packed["attention_mask"] = _packed_mask(attention_mask.bool(), slots)
     packed["logits_to_keep"] = torch.tensor([length - 1, length + extra - 1], device=input_ids.device)
     use_split_attention(model)  # attach did it; again if the model was switched back to SDPA since
-    with _packed_attention(length, unpadded=bool(attention_mask.all())):
+    with _packed_attention(length, unpadded=bool(attention_mask.all()), prefix=slots.prefix):
         outputs = forward(**packed)
 
     layers = []
@@ -148,9 +157,10 @@ def stop_split_attention(model) -> None:
 
 
 @contextmanager
-def _packed_attention(length: int, unpadded: bool):
-    """Within this context (this thread's), `split_attention` splits a packed [prompt | prior tokens] call."""
-    token = _PROMPT.set((length, unpadded))
+def _packed_attention(length: int, unpadded: bool, prefix: int):
+    """Within this context (this thread's), `split_attention` splits a packed [prompt | prior tokens] call whose prior
+    tokens see no prompt slot from `prefix` on."""
+    token = _PROMPT.set((length, unpadded, prefix))
     try:
         yield
     finally:
