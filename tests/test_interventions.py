@@ -148,22 +148,24 @@ def test_each_method_changes_the_tokens(models, name):
     assert not torch.equal(generate(model, inputs, METHODS[name]()[0]).sequences, plain)
 
 
-def test_vista_prefill_runs_the_language_model_twice(models):
-    """VISTA's vectors come from one unsteered call of the prompt with the prior's text tokens packed after it; the
-    steered prompt is the second call (docs/methods.md): two calls, not three."""
+@pytest.mark.parametrize("name, ours", [("pai", pnd.PAI(start_layer=0)), ("vista", pnd.VISTA())])
+def test_prefill_packs_the_prior_tokens(models, name, ours):
+    """The prior's text tokens ride in the prompt's call (docs/methods.md): PAI's prefill is one language-model call,
+    its attention intervention acting on the prompt part; VISTA's is two, the unsteered prompt with the prior tokens,
+    then the steered prompt."""
     model, processor, _ = models("llava_onevision")
     inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
     lengths = []
     hook = model.get_decoder().register_forward_pre_hook(
         lambda module, args, kwargs: lengths.append(kwargs["inputs_embeds"].shape[:2]), with_kwargs=True)
     try:
-        model.generate(**inputs, max_new_tokens=1, logits_processor=[pnd.VISTA()])
+        model.generate(**inputs, max_new_tokens=1, logits_processor=[ours])
     finally:
         hook.remove()
     rows, length = inputs["input_ids"].shape
     after_video = max(len(ids) - ids.tolist().index(model.config.video_token_id) for ids in inputs["input_ids"])
-    assert len(lengths) == 2 and lengths[1] == (rows, length)
-    assert lengths[0][0] == rows and length < lengths[0][1] <= length + after_video
+    assert len(lengths) == (1 if name == "pai" else 2) and lengths[0][0] == rows
+    assert length < lengths[0][1] <= length + after_video and lengths[1:] in ([], [(rows, length)])
 
 
 @pytest.mark.parametrize("mode", [{}, {"num_beams": 3}, {"do_sample": True, "top_k": 20}])

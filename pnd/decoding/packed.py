@@ -50,8 +50,9 @@ _OUTPUT_OPTIONS = ("output_hidden_states", "output_attentions")
 
 def split_attention(module, query, key, value, attention_mask, **kwargs):
     """SDPA on a packed [prompt | prior tokens] sequence: the prompt part as a plain forward runs it
-    (causal kernel, no mask, when unpadded), the prior part with its rows of `attention_mask`, over the only keys it
-    may see: the reused text before the video and the prior tokens."""
+    (causal kernel, no mask, when unpadded; the interventions on the conditioned rows acting there), the prior part
+    with its rows of `attention_mask`, over the only keys it may see: the reused text before the video and the prior
+    tokens."""
     # any forward outside a packed call (another thread's, a decoding step's), or one torch.compile traces (the packed
     # mask makes plain SDPA exact, the split only saves time), or one without a mask (not the language model's: the
     # packed call gives it one; Kosmos-2.5's latent queries attend to the image with its text attention): plain SDPA
@@ -60,8 +61,8 @@ def split_attention(module, query, key, value, attention_mask, **kwargs):
         return attention_with_interventions(module, query, key, value, attention_mask, sdpa_attention_forward, **kwargs)
     length, unpadded, prefix = packed
     prompt_mask = None if unpadded else attention_mask[:, :, :length, :length]
-    prompt, _ = sdpa_attention_forward(module, query[:, :, :length], key[:, :, :length], value[:, :, :length],
-                                       prompt_mask, **kwargs)
+    prompt, _ = attention_with_interventions(module, query[:, :, :length], key[:, :, :length], value[:, :, :length],
+                                             prompt_mask, sdpa_attention_forward, **kwargs)  # PAI's, on the prompt
     prior, _ = sdpa_attention_forward(module, query[:, :, length:], _seen(key, prefix, length, -2),
                                       _seen(value, prefix, length, -2),
                                       _seen(attention_mask[:, :, length:], prefix, length, -1), **kwargs)

@@ -157,8 +157,8 @@ def _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior: 
     elif generation.blank_outputs is not None:
         outputs = forward(**kwargs)
         prior = blank_prefill(model, forward, kwargs, generation.blank_outputs)
-    elif packs and not generation.normalizer.interventions:
-        outputs, prior = packed_prefill(model, forward, kwargs, mode)
+    elif packs:  # PAI's attention acts on the packed call's prompt part (the conditioned rows)
+        outputs, prior = packed_prefill(model, conditioned, kwargs, mode)
     else:
         outputs = conditioned(**kwargs)
         reuse = attachment.prefill != "own_call_no_reuse"
