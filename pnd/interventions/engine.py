@@ -69,8 +69,8 @@ class AttentionSite:
     def newest_logits(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(the newest query's pre-softmax attention logits (rows, heads, 1, k), scaled, -inf on the keys it does not
         see; the keys it sees (rows, 1, 1, k))."""
-        key = _repeated(self.key, self.query.shape[1])
-        logits = self.query[:, :, -1:] @ key.transpose(-1, -2) * self.scaling
+        logits = _by_key_head(self.query[:, :, -1:], self.key.shape[1]) @ self.key.transpose(-1, -2) * self.scaling
+        logits = logits.reshape(self.query.shape[0], self.query.shape[1], 1, -1)
         if self.mask is None:  # a causal call: the newest query sees every key
             seen = torch.ones_like(logits[:, :1], dtype=torch.bool)
         else:
@@ -86,12 +86,16 @@ class AttentionSite:
     def attend(self, logits: torch.Tensor) -> torch.Tensor:
         """`weights(logits)` (rows, heads, 1, k) times the values: (rows, 1, heads, dim), as the attention output is
         laid out."""
-        return (self.weights(logits) @ _repeated(self.value, self.query.shape[1])).transpose(1, 2)
+        output = _by_key_head(self.weights(logits), self.value.shape[1]) @ self.value
+        return output.reshape(self.query.shape[0], self.query.shape[1], 1, -1).transpose(1, 2)
 
 
-def _repeated(states: torch.Tensor, heads: int) -> torch.Tensor:
-    """Key or value heads repeated to the query's `heads` (grouped-query attention)."""
-    return states.repeat_interleave(heads // states.shape[1], dim=1) if states.shape[1] != heads else states
+def _by_key_head(newest: torch.Tensor, key_heads: int) -> torch.Tensor:
+    """(rows, heads, 1, n) per-query-head rows of the newest query as (rows, key_heads, heads // key_heads, n): the
+    query heads that share a key / value head (grouped-query attention) side by side, so that one matmul with that
+    head's keys or values serves them all without repeating the keys or values."""
+    rows, heads, _, n = newest.shape
+    return newest.reshape(rows, key_heads, heads // key_heads, n)
 
 
 @dataclass(frozen=True)
