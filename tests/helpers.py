@@ -95,6 +95,17 @@ def interruptible():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def language_model_calls(model, run):
+    """The keyword arguments of every language-model call made while `run()` runs, and its result."""
+    calls = []
+    hook = model.model.language_model.register_forward_pre_hook(
+        lambda module, args, kwargs: calls.append(kwargs), with_kwargs=True)
+    try:
+        return calls, run()
+    finally:
+        hook.remove()
+
+
 def eos(model) -> list:
     """The model's end-of-sequence token ids."""
     ids = model.generation_config.eos_token_id

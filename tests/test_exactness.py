@@ -16,7 +16,16 @@ from pnd.testing.reference import (
     visual_positions,
 )
 
-from helpers import DEVICE, PROMPTS, assert_scores_close, on_device, on_device_model, tiny_inputs, tiny_model
+from helpers import (
+    DEVICE,
+    PROMPTS,
+    assert_scores_close,
+    language_model_calls,
+    on_device,
+    on_device_model,
+    tiny_inputs,
+    tiny_model,
+)
 
 STEPS = 6
 FINDER = (*FINDER_VIDEO_ARCHITECTURES, *FINDER_IMAGE_ARCHITECTURES)  # the families added through the generic finder
@@ -227,17 +236,6 @@ def test_prior_ignores_pixels_and_equals_masked_forward(tiny, model_type):
     assert not torch.allclose(prior_a.float(), full_logits(model, a, a["input_ids"], prior=False), atol=1e-2)
 
 
-def _language_model_calls(model, run):
-    """The keyword arguments of every language-model call made while `run()` runs, and its result."""
-    calls = []
-    hook = model.model.language_model.register_forward_pre_hook(
-        lambda module, args, kwargs: calls.append(kwargs), with_kwargs=True)
-    try:
-        return calls, run()
-    finally:
-        hook.remove()
-
-
 def _prior_kv_matches_masked_forward(model, inputs, cache):
     """The prior rows of the paired cache (generate returns the conditioned rows only: the test takes the cache the
     language model was called with) equal a brute-force masked forward's keys/values at every text slot."""
@@ -272,7 +270,7 @@ def test_prior_prefill_rides_in_the_conditioned_call(tiny, model_type, monkeypat
     text = mask.bool() & ~visual
     after_video = text & (torch.arange(ids.shape[1], device=DEVICE) > visual.int().argmax(1, keepdim=True))
     assert (text & ~after_video).any(1).all()  # every prompt has text before its video to reuse
-    calls, out = _language_model_calls(model, lambda: pnd.attach(model).generate(
+    calls, out = language_model_calls(model, lambda: pnd.attach(model).generate(
         **inputs, max_new_tokens=1, do_sample=False, return_dict_in_generate=True,
         logits_processor=[pnd.PriorNormalized(0.5)]))
     assert len(calls) == 1 and len(splits) == model.config.get_text_config(decoder=True).num_hidden_layers
@@ -327,7 +325,7 @@ def test_eager_attention_runs_the_prior_in_its_own_call():
     model.set_attn_implementation("eager")
     inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
     length = inputs["input_ids"].shape[1]
-    calls, out = _language_model_calls(model, lambda: generate(model, inputs, alpha=0.7, min_new_tokens=STEPS))
+    calls, out = language_model_calls(model, lambda: generate(model, inputs, alpha=0.7, min_new_tokens=STEPS))
     assert len(calls) == STEPS + 1 and calls[0]["inputs_embeds"].shape[1] == length  # prompt, prior, STEPS - 1 steps
     assert calls[1]["input_ids"].shape[1] < length
     ref_tokens, ref_scores = greedy(model, inputs, 0.7, STEPS)

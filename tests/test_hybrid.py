@@ -23,7 +23,7 @@ from pnd.testing.reference import (
     visual_positions,
 )
 
-from helpers import DEVICE, PROMPTS, on_device, tiny_inputs
+from helpers import DEVICE, PROMPTS, language_model_calls, on_device, tiny_inputs
 
 STEPS = 6
 HYBRID = ("qwen3_5", "lfm2_vl")
@@ -100,15 +100,8 @@ def test_lfm2_vl_scores_fail_with_a_leaky_prior(tiny, leak):
 
 def _prefill_calls(model, inputs):
     """The language model's keyword arguments at each call of a one-token normalized `generate`."""
-    calls = []
-    hook = model.model.language_model.register_forward_pre_hook(lambda m, a, kwargs: calls.append(kwargs),
-                                                                with_kwargs=True)
-    try:
-        pnd.attach(model).generate(**inputs, max_new_tokens=1, do_sample=False,
-                                   logits_processor=[pnd.PriorNormalized(0.5)])
-    finally:
-        hook.remove()
-    return calls
+    return language_model_calls(model, lambda: pnd.attach(model).generate(
+        **inputs, max_new_tokens=1, do_sample=False, logits_processor=[pnd.PriorNormalized(0.5)]))[0]
 
 
 def _recurrent(layer):

@@ -16,7 +16,7 @@ from pnd.testing.reference.interventions import (
     vista_conditioned,
 )
 
-from helpers import PROMPTS, assert_method_scores, eos, on_device, tiny_inputs, tiny_model
+from helpers import PROMPTS, assert_method_scores, eos, language_model_calls, on_device, tiny_inputs, tiny_model
 
 STEPS = 4
 BEAM = {"num_beams": 3, "num_return_sequences": 2, "length_penalty": 1.0}
@@ -155,13 +155,8 @@ def test_prefill_packs_the_prior_tokens(models, name, ours):
     then the steered prompt."""
     model, processor, _ = models("llava_onevision")
     inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
-    lengths = []
-    hook = model.get_decoder().register_forward_pre_hook(
-        lambda module, args, kwargs: lengths.append(kwargs["inputs_embeds"].shape[:2]), with_kwargs=True)
-    try:
-        model.generate(**inputs, max_new_tokens=1, logits_processor=[ours])
-    finally:
-        hook.remove()
+    calls, _ = language_model_calls(model, lambda: model.generate(**inputs, max_new_tokens=1, logits_processor=[ours]))
+    lengths = [call["inputs_embeds"].shape[:2] for call in calls]
     rows, length = inputs["input_ids"].shape
     after_video = max(len(ids) - ids.tolist().index(model.config.video_token_id) for ids in inputs["input_ids"])
     assert len(lengths) == (1 if name == "pai" else 2) and lengths[0][0] == rows

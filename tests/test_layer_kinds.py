@@ -23,7 +23,7 @@ from pnd.io.prompts import video_prompt
 from pnd.testing import TINY_ARCHITECTURES, random_video
 from pnd.testing.reference import conditioned_positions, forced_scores, greedy, kept_tokens_forward, visual_positions
 
-from helpers import DEVICE, PROMPTS, on_device, tiny_inputs, tiny_model
+from helpers import DEVICE, PROMPTS, language_model_calls, on_device, tiny_inputs, tiny_model
 
 STEPS = 6
 
@@ -386,15 +386,9 @@ def test_minimax_paired_cache_moves_the_indexer_keys_and_returns_the_conditioned
     model, processor = minimax
     inputs = _minimax_inputs(processor)
     ids, mask = inputs["input_ids"], inputs["attention_mask"]
-    calls = []
-    hook = model.model.language_model.register_forward_pre_hook(lambda m, a, kwargs: calls.append(kwargs),
-                                                                with_kwargs=True)
-    try:
-        out = pnd.attach(model, processor).generate(
-            **inputs, max_new_tokens=3, min_new_tokens=3, do_sample=False, return_dict_in_generate=True,
-            logits_processor=[pnd.PriorNormalized(0.5)])
-    finally:
-        hook.remove()
+    calls, out = language_model_calls(model, lambda: pnd.attach(model, processor).generate(
+        **inputs, max_new_tokens=3, min_new_tokens=3, do_sample=False, return_dict_in_generate=True,
+        logits_processor=[pnd.PriorNormalized(0.5)]))
     n, length = ids.shape
     cache = calls[-1]["past_key_values"]
     kept = ~visual_positions(model, ids)

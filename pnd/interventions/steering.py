@@ -101,7 +101,7 @@ def steering_prefill(model, generation, conditioned, kwargs: dict, input_ids: to
                          for index, layer in enumerate(decoder_layers(model))]
     unsteered = {**kwargs, "past_key_values": DynamicCache(config=model.config.get_text_config(decoder=True))}
     mode = generation.normalizer.prior
-    if packed_prefill is not None:  # the prompt's last token, the prior's last token (`prior.prior_slots` puts it last in every row)
+    if packed_prefill is not None:  # the prompt's last token; the prior's, last in every row (`prior.prior_slots`)
         with _capturing([input_ids.shape[1] - 1, -1]) as captured:
             _, prior = packed_prefill(model, conditioned, unsteered, mode)
         with_image, without = _states(model, captured).unbind(2)
