@@ -258,6 +258,52 @@ def test_a_decoding_step_makes_no_host_sync(tiny, cache_implementation):
     assert syncs[6] == syncs[2], "pnd's host syncs grow with the decoding steps"
 
 
+class PndTensorCalls(TorchFunctionMode):
+    """The torch calls made from pnd's own files, outside its logits processors (where generate's scores are
+    combined): what pnd runs on the forward side of a step."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        site = pnd_call_site(inspect.currentframe().f_back, NOT_TESTING)
+        if site and not site.startswith("decoding/logits_processor"):
+            self.calls.append(f"{site} {getattr(func, '__name__', func)}")
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_compiled_decoding_step_runs_the_paired_glue_inside_the_models_compiled_call(monkeypatch):
+    """Issue 47: with generate's compile_config, pnd's per-step glue (the paired ids, mask and positions, the prior's
+    log-probabilities) is traced with the model in its compiled call: pnd runs no torch call of its own outside it in a
+    step (the count of such calls does not grow with the steps), and the compiled graph holds the log-softmax."""
+    model, processor = tiny_model("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    own = type(model).get_compiled_call
+
+    def unobserved(self, config):  # the mode watches pnd's eager calls, not what runs inside the compiled call
+        call = own(self, config)
+
+        def run(**kwargs):
+            with torch.overrides._pop_mode_temporarily():
+                return call(**kwargs)
+        return run
+
+    monkeypatch.setattr(type(model), "get_compiled_call", unobserved)
+    backend, graphs = counting_backend()
+    calls = {}
+    for steps in (2, 6):
+        with PndTensorCalls() as mode:
+            out = pnd.attach(model).generate(**inputs, max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
+                                             logits_processor=[pnd.PriorNormalized(ALPHA)],
+                                             cache_implementation="static", compile_config=compile_config(backend))
+        calls[steps] = sorted(mode.calls)
+    assert calls[6] == calls[2], "pnd's eager torch calls grow with the decoding steps"
+    assert any("log_softmax" in str(node.target) for graph in graphs for node in graph.graph.nodes)
+    tokens, _ = greedy(model, inputs, ALPHA, 6, banned=[model.generation_config.eos_token_id])
+    assert torch.equal(out[:, inputs["input_ids"].shape[1]:], tokens)
+
+
 def test_compiled_decoding_at_transformers_defaults_has_no_graph_break_and_no_recompile(tiny):
     """Issue 47: with a static cache and generate's own compile_config at transformers' defaults (fullgraph False, where
     a graph break would pass silently), torch's own counters see no graph break and one graph, and a second call, on

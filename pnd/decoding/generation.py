@@ -35,7 +35,9 @@ class Generation:
     normalizer: PairedProcessor
     scores_are_logprobs: bool  # beam search hands processors log-probabilities, greedy/sampling raw logits
     blank_outputs: dict | None = None  # vision-tower outputs of blank frames, for prior="blank"
-    decode_forward: Callable | None = None  # the call of the decoding steps (the model's compiled call), if not forward
+    # where generate compiles a static cache's decoding steps: the model's compiled call, which pairs the step's
+    # inputs itself (`steps.PAIRED_STEP`)
+    decode_forward: Callable | None = None
     conversation: tuple | None = None  # continuing a returned cache: the whole (input_ids, attention_mask, position_ids)
     contrast: dict | None = None  # prior="inputs"/"noise": the contrast inputs, one row per prompt (`contrast.py`)
     # the prompt's token ids, for a family whose generate hands its language model's generate `inputs_embeds` (the
@@ -50,14 +52,8 @@ class Generation:
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
     def record(self, logits: torch.Tensor, n: int) -> None:
-        """Keep what the processor needs from this forward's next-token `logits` (rows [0, n) conditioned, [n, 2n)
-        prior, if any): log Z of the conditioned rows and the prior's log-probabilities (floored, finite), in fp32
-        from one log-softmax of both."""
-        logits = logits.float()
-        log_probs = torch.log_softmax(logits, dim=-1)
-        # log Z = max - max(log_softmax): the same sum as logsumexp's, in one pass fewer
-        log_z = logits[:n].amax(dim=-1, keepdim=True) - log_probs[:n].amax(dim=-1, keepdim=True)
-        self.pending.append((log_z, log_probs[n:].clamp(min=PRIOR_FLOOR) if logits.shape[0] > n else None))
+        """Keep what the processor needs from this forward's next-token `logits` (`prior_terms`)."""
+        self.pending.append(prior_terms(logits, n))
 
     def pop(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The last recorded step's (log Z of the conditioned logits, prior log-probabilities), taken out."""
@@ -67,6 +63,23 @@ class Generation:
                 "forward (assisted/speculative decoding is not supported)."
             )
         return self.pending.pop()
+
+
+def prior_terms(logits: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """What the processor needs from a forward's next-token `logits` (rows [0, n) conditioned, [n, 2n) prior, if any):
+    log Z of the conditioned rows and the prior's log-probabilities (floored, finite), in fp32 from one log-softmax of
+    both.
+
+    Example:
+        >>> log_z, log_prior = prior_terms(torch.tensor([[0.0, 0.0], [0.0, float("-inf")]]), 1)
+        >>> log_z.exp(), log_prior.exp()  # Z = e^0 + e^0; the prior's -inf floored to a finite log-probability
+        (tensor([[2.]]), tensor([[1., 0.]]))
+    """
+    logits = logits.float()
+    log_probs = torch.log_softmax(logits, dim=-1)
+    # log Z = max - max(log_softmax): the same sum as logsumexp's, in one pass fewer
+    log_z = logits[:n].amax(dim=-1, keepdim=True) - log_probs[:n].amax(dim=-1, keepdim=True)
+    return log_z, log_probs[n:].clamp(min=PRIOR_FLOOR) if logits.shape[0] > n else None
 
 
 _RUNNING: ContextVar[Generation | None] = ContextVar("pnd_running_generation", default=None)

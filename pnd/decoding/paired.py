@@ -202,11 +202,12 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     cache = PairedStaticCache(text_config, max_cache_len=attachment.static_cache_len)
     kwargs["cache_implementation"] = None  # generate takes a cache or a cache_implementation, not both
     kwargs.pop("max_cache_len", None)  # used here
-    if compiles_decoding(model, config):  # generate's loop runs pnd's glue eagerly; each paired step is one call of
-        kwargs["disable_compile"] = True  # the model's own compiled call, which passes straight to its forward
+    if compiles_decoding(model, config):  # each paired step is one call of the model's own compiled call, which pairs
+        kwargs["disable_compile"] = True  # the step's inputs itself (the glue traced with the model, `PAIRED_STEP`)
         steps = _generating_model(model, attachment.architecture) if attachment.architecture.embeds_prompt else model
-        compiled_call = steps.get_compiled_call(config.compile_config)
-        generation.decode_forward = functools.partial(compiled_call, **{PAIRED_STEP: True})
+        if not generation.normalizer.interventions:  # interventions: eager steps
+            compiled_call = steps.get_compiled_call(config.compile_config)
+            generation.decode_forward = functools.partial(compiled_call, **{PAIRED_STEP: True})
     return cache
 
 

@@ -32,12 +32,13 @@ from ..interventions.steering import SteerLayerOutputs, steering_prefill
 from ..validation import check_conditioned_logits
 from .cache import PairedCache, PairedStaticCache
 from .contrast import contrast_prefill
-from .generation import running_generation
+from .generation import prior_terms, running_generation
 from .packed import packed_prefill, packs_prior, sdpa_over_whole_context, use_split_attention
 from .prior import blank_prefill, masked_prefill
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
-# a keyword of the attached forward: these are a paired step's inputs, run them as given
+# a keyword of the attached forward: these are a static cache's decoding step's inputs of the conditioned rows, pair
+# them (`paired_step`: no state of the call read, so that the model's compiled call traces the glue with the model)
 PAIRED_STEP = "pnd_paired_step"
 NEEDS_INPUT_IDS = "PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds."
 EMBEDDED_PROMPT = ("On a model whose generate runs its language model's generate (the Q-Former families: BLIP-2, "
@@ -48,11 +49,13 @@ EMBEDDED_PROMPT = ("On a model whose generate runs its language model's generate
 
 def paired_forward(model, attachment: Attachment, *args, **kwargs):
     """The attached model's forward, on the model's inputs without what pnd added to them: a call on a paired cache
-    within the model's paired `generate` call is a paired one; any other (or one marked `PAIRED_STEP`: a decoding
-    step's inputs, run as given) is the model's own forward."""
+    within the model's paired `generate` call is a paired one (one marked `PAIRED_STEP`: a static cache's decoding
+    step, `paired_step`); any other is the model's own forward."""
     kwargs.pop(EXPANSION_KEY, None)  # `model(**inputs)`: the model never sees what pnd added to the processor's outputs
     cache = kwargs.get("past_key_values")
-    if kwargs.pop(PAIRED_STEP, False) or not isinstance(cache, (PairedCache, PairedStaticCache)):
+    if kwargs.pop(PAIRED_STEP, False):
+        return paired_step(attachment.forward, cache.attention_mask, False, kwargs)
+    if not isinstance(cache, (PairedCache, PairedStaticCache)):
         return attachment.forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
     return _paired_call(model, attachment, *args, **kwargs)
 
@@ -69,8 +72,10 @@ def language_model_forward(model, forward):
     """
     @functools.wraps(forward)
     def paired(*args, **kwargs):
-        if kwargs.pop(PAIRED_STEP, False) or not isinstance(kwargs.get("past_key_values"),
-                                                            (PairedCache, PairedStaticCache)):
+        cache = kwargs.get("past_key_values")
+        if kwargs.pop(PAIRED_STEP, False):
+            return paired_step(forward, cache.attention_mask, False, kwargs)
+        if not isinstance(cache, (PairedCache, PairedStaticCache)):
             return forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
         return _paired_call(model, attachment_of(model), *args, forward=forward, **kwargs)
 
@@ -239,35 +244,47 @@ def _paired_mask(cache, cond_mask: torch.Tensor | None, input_ids: torch.Tensor)
 
 
 def _decode_step(generation, cache, kwargs, forward):
-    """One forward call on [conditioned rows; prior rows]; generate only sees the conditioned logits."""
+    """One forward call on [conditioned rows; prior rows] (`paired_step`, inside the model's compiled call where
+    generate compiles its steps); generate only sees the conditioned logits."""
+    if generation.decode_forward is not None:  # the model's compiled call: the step's glue traced with the model
+        outputs, *terms = generation.decode_forward(**kwargs)  # (a static cache: no indexed layer)
+    else:
+        mask = _paired_mask(cache, kwargs.get("attention_mask"), kwargs["input_ids"])
+        n = kwargs["input_ids"].shape[0]
+        visual = None if generation.visual is None else torch.cat([generation.visual, generation.visual])
+        length = mask.shape[-1]  # the sequence's slots (a static cache's: all of them)
+        with indexer_keys(mask), intervening(generation.reached, visual, length, generation.steering,
+                                             conditioned=slice(0, n), contrast=slice(n, 2 * n)):
+            outputs, *terms = paired_step(forward, mask, generation.whole_masks, kwargs)
+    generation.pending.append(tuple(terms))
+    return outputs
+
+
+def paired_step(forward, mask: torch.Tensor, whole_masks: bool, kwargs: dict):
+    """`forward` on [conditioned rows; prior rows], from generate's inputs `kwargs` of the conditioned rows and the
+    step's paired 2D attention mask: (the outputs of the conditioned rows, log Z, the prior's log-probabilities)
+    (`prior_terms`). `whole_masks`: a dynamic cache's step of one new token gives the model its 4D mask."""
     input_ids = kwargs["input_ids"]
     n = input_ids.shape[0]
     paired = dict(kwargs)
     for key in _PER_ROW_INPUTS:
         if kwargs.get(key) is not None and key != "attention_mask":
             paired[key] = torch.cat([kwargs[key], kwargs[key]])
-    mask = _paired_mask(cache, kwargs.get("attention_mask"), input_ids)
+    cache = kwargs["past_key_values"]
     paired["attention_mask"] = mask  # the model builds the 4D mask, except where pnd gives it (no work in the model):
     if isinstance(cache, PairedStaticCache):  # generate's 4D mask of the conditioned rows, the prior rows added
         paired["attention_mask"] = cache.step_mask(kwargs.get("attention_mask"))
-    elif generation.whole_masks and input_ids.shape[1] == 1:  # one new token: it sees every slot its row attends
+    elif whole_masks and input_ids.shape[1] == 1:  # one new token: it sees every slot its row attends
         paired["attention_mask"] = mask.bool()[:, None, None, :]
     positions = kwargs["position_ids"]
     batch_dim = 0 if positions.ndim == 2 else 1
     prior_positions = positions - cache.prior_position_offset.unsqueeze(-1)
     paired["position_ids"] = torch.cat([positions, prior_positions], dim=batch_dim)
-
-    intervened = generation.normalizer.interventions
-    step = forward if intervened else generation.decode_forward or forward  # interventions: eager steps
-    visual = None if generation.visual is None else torch.cat([generation.visual, generation.visual])
-    length = mask.shape[-1]  # the sequence's slots (a static cache's: all of them)
-    with indexer_keys(mask), intervening(generation.reached, visual, length, generation.steering,
-                                                             conditioned=slice(0, n), contrast=slice(n, 2 * n)):
-        outputs = step(**paired)
+    outputs = forward(**paired)
     logits = outputs.logits
-    outputs.logits = outputs.logits[:n]
+    outputs.logits = logits[:n]
     for name in ("attentions", "hidden_states"):  # what the user sees describes the conditioned rows only
         if getattr(outputs, name, None) is not None:
             setattr(outputs, name, tuple(states[:n] for states in getattr(outputs, name)))
-    generation.record(logits[:, -1], n)
-    return outputs
+    return outputs, *prior_terms(logits[:, -1], n)
+
