@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import statistics
 
 import torch
 from timing import Failed
@@ -78,15 +79,22 @@ def static_report(model, inputs, args, device, static_rows, note: str = "") -> s
 
 def fixed_cost(measured: dict, setting: str) -> str:
     """pnd's per-step cost over plain on 2 rows with the same cache and compilation, in ms (issue 47's target: at most
-    0.3 ms); a row that failed says so.
+    0.3 ms), from the medians over all runs; then round by round (each round runs both, so that the machine's drifts
+    between rounds cancel out): the median of the rounds' differences and of their ratios. A row that failed says so.
 
     Example:
         >>> from types import SimpleNamespace as Row
-        >>> fixed_cost({"pnd, static": Row(token=0.0105), "plain, 2 rows, static": Row(token=0.01)}, "static")
-        'pnd, static: 0.50 ms per token over plain on 2 rows (10.50 against 10.00 ms).'
+        >>> fixed_cost({"pnd, static": Row(token=0.0105, rounds=(0.0105, 0.0206, 0.0104)),
+        ...             "plain, 2 rows, static": Row(token=0.01, rounds=(0.01, 0.02, 0.01))}, "static")
+        'pnd, static: 0.50 ms per token over plain on 2 rows (10.50 against 10.00 ms); round by round (3 rounds): 0.50 ms, 1.04x.'
     """
-    ours, two = (getattr(measured.get(f"{name}, {setting}"), "token", None) for name in ("pnd", "plain, 2 rows"))
-    if ours is None or two is None:
+    ours, two = (measured.get(f"{name}, {setting}") for name in ("pnd", "plain, 2 rows"))
+    if getattr(ours, "token", None) is None or getattr(two, "token", None) is None:
         return f"pnd, {setting}: no fixed cost (a row did not run)."
-    return (f"pnd, {setting}: {(ours - two) * 1e3:.2f} ms per token over plain on 2 rows "
-            f"({ours * 1e3:.2f} against {two * 1e3:.2f} ms).")
+    line = (f"pnd, {setting}: {(ours.token - two.token) * 1e3:.2f} ms per token over plain on 2 rows "
+            f"({ours.token * 1e3:.2f} against {two.token * 1e3:.2f} ms)")
+    pairs = list(zip(ours.rounds, two.rounds))
+    if not pairs:
+        return line + "."
+    difference = statistics.median(a - b for a, b in pairs) * 1e3
+    return line + f"; round by round ({len(pairs)} rounds): {difference:.2f} ms, {statistics.median(a / b for a, b in pairs):.2f}x."

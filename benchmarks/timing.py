@@ -56,11 +56,13 @@ def peak_memory(run, device) -> float:
 
 @dataclass(frozen=True)
 class Measured:
-    """One method's timings: seconds to the first step's scores, median seconds per step, peak memory (MB)."""
+    """One method's timings: seconds to the first step's scores, median seconds per step, peak memory (MB), and the
+    median seconds per step of each timed run, in the order of the rounds (`measure_all`)."""
 
     prefill: float
     token: float
     peak: float
+    rounds: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,11 +76,13 @@ def measure_all(runs: dict, device, repeats: int, prefill_repeats: int = 3, warm
     """Time every method of `runs` ({name: (run, tokens)}) round-robin, so that drifts of the machine hit all alike.
 
     First a warm-up run of each method (`warmup` tokens, not recorded). Per token: the median time between steps over
-    `repeats` runs; prefill: the time to the first step's scores, best of those and `prefill_repeats` more 1-token
-    runs; peak memory of one more run. Returns {name: Measured or Failed}.
+    `repeats` runs, and each run's own median (`Measured.rounds`: methods compared round by round); prefill: the time
+    to the first step's scores, best of those and `prefill_repeats` more 1-token runs; peak memory of one more run.
+    Returns {name: Measured or Failed}.
     """
     prefill = {name: math.inf for name in runs}
     steps: dict[str, list[float]] = {name: [] for name in runs}
+    rounds: dict[str, list[float]] = {name: [] for name in runs}
     failed: dict[str, Failed] = {}
 
     def attempt(name: str, tokens: int, record: bool = True) -> None:
@@ -92,7 +96,9 @@ def measure_all(runs: dict, device, repeats: int, prefill_repeats: int = 3, warm
             return
         if record:
             prefill[name] = min(prefill[name], clock.times[0] - start)
-            steps[name] += [later - earlier for earlier, later in zip(clock.times, clock.times[1:])]
+            intervals = [later - earlier for earlier, later in zip(clock.times, clock.times[1:])]
+            steps[name] += intervals
+            rounds[name] += [statistics.median(intervals)] if intervals else []
 
     for name in runs:
         attempt(name, warmup, record=False)
@@ -101,5 +107,6 @@ def measure_all(runs: dict, device, repeats: int, prefill_repeats: int = 3, warm
             if name not in failed:
                 attempt(name, tokens if i < repeats else 1)
     return {name: failed.get(name) or Measured(prefill[name], statistics.median(steps[name]),
-                                               peak_memory(lambda: run(tokens, StepClock(device)), device))
+                                               peak_memory(lambda: run(tokens, StepClock(device)), device),
+                                               tuple(rounds[name]))
             for name, (run, tokens) in runs.items()}
