@@ -41,10 +41,12 @@ first steps at its batch shape, allocations and kernel choices, are not timed), 
 greedy at 76 ms per token at batch 1 and 28.5 ms at batch 8: `gpu_parts.py` runs 3). Part 2 decodes eagerly (a dynamic
 cache), and the clock, a logits processor, runs in generate's own loop, outside the model's forward, the only part
 generate compiles.
-Part 3 (`--static with|only|skip`): greedy, batch 1, part 1's prompt, with `cache_implementation="static"`, eager and
-compiled (generate's `compile_config`: inductor, its defaults): plain, plain on 2 rows, pnd; pnd's compiled tokens are
-checked equal to the naive recompute's first. Eager is `disable_compile=True`: without it, generate on CUDA compiles
-a static cache's decoding steps with its default `compile_config`.
+Part 3 (`--static with|only|skip`): greedy, batch 1, part 1's prompt, by cache: the default dynamic cache (the prompt
+as is, and padded: one more slot of left padding, so that `generate` hands plain rows a mask at every step, as a
+batch's rows get), and `cache_implementation="static"`, eager and compiled (generate's `compile_config`: inductor, its
+defaults): plain, plain on 2 rows, pnd, and pnd's fixed cost per step over two plain rows for each; pnd's compiled
+tokens are checked equal to the naive recompute's first. Eager is `disable_compile=True`: without it, generate on
+CUDA compiles a static cache's decoding steps with its default `compile_config`.
 
 Per token: the median time between decoding steps (a last logits processor records when each step's
 scores are ready; for mitigv, its per-step sampler); prefill: the time to the first step's scores, best
@@ -162,24 +164,34 @@ def modes(model, args, device) -> tuple[list[tuple[str, int, dict]], str]:
 
 
 def static_cache(model, inputs, args, device) -> tuple[list[tuple[str, Measured | Failed]], str]:
-    """Part 3: plain and pnd with a static cache, eager and compiled (one cache length for every run: one compile);
+    """Part 3: plain, plain on 2 rows and pnd by cache: dynamic (the prompt as is, and with one slot of left padding,
+    as a batched evaluation's rows have), static, static and compiled (one cache length for every run: one compile);
     and the token check's sentence (compiled)."""
     compiled = CompileConfig(backend=args.compile_backend)
     compiled._compile_all_devices = device.type != "cuda"  # generate compiles on CUDA-like devices only unless told
     static = dict(cache_implementation="static", max_cache_len=inputs["input_ids"].shape[1] + max(args.tokens, 8))
     # eager: disable_compile, or generate would compile a static cache's steps on CUDA all the same
-    settings = {"static": static | {"disable_compile": True}, "static, compiled": static | {"compile_config": compiled}}
-    checked = check_tokens(model, inputs, 8, **settings["static, compiled"])
-    doubled = {k: torch.cat([v, v]) for k, v in inputs.items()}
-    methods = {"plain": (inputs, list), "plain, 2 rows": (doubled, list),
-               "pnd": (inputs, lambda: [pnd.PriorNormalized(ALPHA)])}
-    runs = {f"{name}, {setting}": (lambda n, clock, i=rows, p=processors, k=kwargs: generate(
-                model, i, p(), n, clock, do_sample=False, **k), args.tokens)
-            for setting, kwargs in settings.items() for name, (rows, processors) in methods.items()}
+    settings = {"dynamic": (inputs, {}), "dynamic, padded": (left_padded(inputs), {}),
+                "static": (inputs, static | {"disable_compile": True}),
+                "static, compiled": (inputs, static | {"compile_config": compiled})}
+    checked = check_tokens(model, inputs, 8, **settings["static, compiled"][1])
+    processors = {"plain": list, "plain, 2 rows": list, "pnd": lambda: [pnd.PriorNormalized(ALPHA)]}
+    runs = {}
+    for setting, (prompt, kwargs) in settings.items():
+        rows = {"plain": prompt, "plain, 2 rows": {k: torch.cat([v, v]) for k, v in prompt.items()}, "pnd": prompt}
+        runs |= {f"{name}, {setting}": (lambda n, clock, i=rows[name], p=made, k=kwargs: generate(
+                     model, i, p(), n, clock, do_sample=False, **k), args.tokens) for name, made in processors.items()}
     results = measure_all(runs, device, args.repeats)
     for name, result in results.items():
         print(name, result, flush=True)
     return list(results.items()), checked
+
+
+def left_padded(inputs: dict) -> dict:
+    """The prompt with one more slot of left padding (attention mask 0): `generate` then hands the model a mask at
+    every step, as for a batch of prompts of different lengths."""
+    ids = inputs["input_ids"]
+    return {k: torch.nn.functional.pad(v, (1, 0)) if v.shape == ids.shape else v for k, v in inputs.items()}
 
 
 def main(argv=None) -> str:

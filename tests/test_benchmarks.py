@@ -42,8 +42,10 @@ def test_decode_benchmark_static_cache_part_keeps_the_other_sections(tmp_path):
     text = out.read_text()
     assert "parts 1-2" in text and "## Decoding, static cache and torch.compile: llava_onevision, tiny" in text
     for row in ("| plain, static |", "| pnd, static |", "| plain, 2 rows, static, compiled |",
-                "| pnd, static, compiled |"):
+                "| pnd, static, compiled |", "| plain, 2 rows, dynamic |", "| pnd, dynamic, padded |"):
         assert row in text
+    for setting in ("dynamic", "dynamic, padded", "static", "static, compiled"):
+        assert f"pnd, {setting}: " in text and f"pnd, {setting}: no fixed cost" not in text
 
 
 def test_prefill_benchmark_runs_every_variant(tmp_path):

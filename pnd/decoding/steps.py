@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
@@ -235,11 +236,12 @@ def _paired_mask(cache, cond_mask: torch.Tensor | None, input_ids: torch.Tensor)
     if isinstance(cache, PairedStaticCache):  # fixed for the whole call (generate's own mask is 4D there)
         return cache.attention_mask
     n, step = input_ids.shape
-    if cond_mask is None:
+    prompt = cache.prior_attends  # the prior rows' prompt slots (a contrast prompt has a mask of its own)
+    if cond_mask is None:  # generate passes none where every slot is attended
         cond_mask = torch.ones(n, cache.get_seq_length() + step, dtype=torch.long, device=input_ids.device)
-    prior_mask = cond_mask.clone()
-    prompt_len = cache.prior_attends.shape[1]
-    prior_mask[:, :prompt_len] = cache.prior_attends.to(prior_mask.dtype)  # a contrast prompt has a mask of its own
+        prior_mask = torch.nn.functional.pad(prompt.long(), (0, cond_mask.shape[1] - prompt.shape[1]), value=1)
+    else:
+        prior_mask = torch.cat([prompt.to(cond_mask.dtype), cond_mask[:, prompt.shape[1]:]], 1)
     return torch.cat([cond_mask, prior_mask])
 
 
@@ -250,14 +252,20 @@ def _decode_step(generation, cache, kwargs, forward):
         outputs, *terms = generation.decode_forward(**kwargs)  # (a static cache: no indexed layer)
     else:
         mask = _paired_mask(cache, kwargs.get("attention_mask"), kwargs["input_ids"])
-        n = kwargs["input_ids"].shape[0]
-        visual = None if generation.visual is None else torch.cat([generation.visual, generation.visual])
-        length = mask.shape[-1]  # the sequence's slots (a static cache's: all of them)
-        with indexer_keys(mask), intervening(generation.reached, visual, length, generation.steering,
-                                             conditioned=slice(0, n), contrast=slice(n, 2 * n)):
+        with indexer_keys(mask), _step_interventions(generation, kwargs["input_ids"].shape[0], mask.shape[-1]):
             outputs, *terms = paired_step(forward, mask, generation.whole_masks, kwargs)
     generation.pending.append(tuple(terms))
     return outputs
+
+
+def _step_interventions(generation, n: int, length: int):
+    """The context of a paired step of `n` conditioned and `n` prior rows (`length` slots after it: a static cache's,
+    all of them) in which the processor's interventions act on their rows; a null context where it has none."""
+    if not generation.normalizer.interventions:
+        return contextlib.nullcontext()
+    visual = torch.cat([generation.visual, generation.visual])
+    return intervening(generation.reached, visual, length, generation.steering, conditioned=slice(0, n),
+                       contrast=slice(n, 2 * n))
 
 
 def paired_step(forward, mask: torch.Tensor, whole_masks: bool, kwargs: dict):
