@@ -90,7 +90,9 @@ class PairedStaticCache(StaticCache):
     shapes, as `torch.compile` needs (`generate(..., cache_implementation="static")`).
 
     The prefill runs into a `PairedCache` whose rows `pair` copies in. Until then the cache tells `generate` it is not
-    compileable, so that the first forward gets the plain (n, L) attention mask the prior's prefill reads.
+    compileable, so that the first forward gets the plain (n, L) attention mask the prior's prefill reads. Where pnd
+    builds the decoding steps' masks itself (`own_step_masks`: eager steps of an SDPA model) it stays so, and `generate`
+    builds none.
 
     Args:
         config: the model's text config; every layer must be a full-attention layer.
@@ -108,6 +110,10 @@ class PairedStaticCache(StaticCache):
     # length appears in no attribute that the compiled decoding step reads: a shorter prompt reuses its graph)
     prior_prompt: torch.Tensor | None = None  # (n, 1, 1, max_cache_len) bool: the prompt slots the prior rows see
     prompt_slots: torch.Tensor | None = None  # (1, 1, 1, max_cache_len) bool: the prompt's slots
+    slots: torch.Tensor | None = None  # (max_cache_len,) the slots' indices
+    # eager decoding steps of a model whose every layer reads one boolean 4D mask (SDPA over the whole context): pnd
+    # builds each step's mask from `attention_mask` (`step_mask`), in place of the one `generate` would build
+    own_step_masks: bool = False
 
     def __init__(self, config, max_cache_len: int):
         super().__init__(config=config, max_cache_len=max_cache_len)
@@ -122,7 +128,7 @@ class PairedStaticCache(StaticCache):
 
     @property
     def is_compileable(self) -> bool:
-        return self.is_paired and super().is_compileable
+        return self.is_paired and not self.own_step_masks and super().is_compileable
 
     def pair(self, prefill: PairedCache, attention_mask: torch.Tensor) -> None:
         """Copy the rows of a paired prefill cache in, once, with the prompt's (n, L) attention mask."""
@@ -135,14 +141,16 @@ class PairedStaticCache(StaticCache):
         prior[:, :length] = prefill.prior_attends.to(prior.dtype)  # a contrast prompt has a mask of its own
         self.attention_mask = torch.cat([cond, prior])
         self.prior_position_offset = prefill.prior_position_offset
-        self.prompt_slots = torch.arange(cond.shape[1], device=cond.device)[None, None, None] < length
+        self.slots = torch.arange(cond.shape[1], device=cond.device)
+        self.prompt_slots = self.slots[None, None, None] < length
         self.prior_prompt = (prior.bool() & self.prompt_slots[0, 0])[:, None, None]
 
     def step_mask(self, conditioned):
         """The attention mask of a decoding step, [conditioned rows; prior rows], from the one `generate` built for
         the conditioned rows (4D, or a dict of them by layer type): the prior rows see their own prompt slots and,
         after the prompt, what the conditioned rows see. The model then builds no mask of its own. Any other mask:
-        the fixed 2D one (`attention_mask`).
+        the fixed 2D one (`attention_mask`). With `own_step_masks`, pnd's own 4D mask of the same slots, in place of
+        the one `generate` would have built.
 
         Example:
             >>> from pnd.testing import tiny_model
@@ -153,7 +161,13 @@ class PairedStaticCache(StaticCache):
             >>> cache.step_mask(torch.tensor([True, True, True, False]).view(1, 1, 1, 4)).view(2, 4)
             tensor([[ True,  True,  True, False],
                     [False,  True,  True, False]])
+            >>> cache.own_step_masks = True  # no slot written yet (no layer in `prefill`): the step writes slot 0
+            >>> cache.step_mask(None).view(2, 4)
+            tensor([[ True, False, False, False],
+                    [False, False, False, False]])
         """
+        if self.own_step_masks:  # each row's attended slots up to the new token's (the slots written so far)
+            return self.attention_mask.logical_and(self.slots <= self.layers[0].cumulative_length)[:, None, None]
         masks = conditioned if isinstance(conditioned, dict) else {None: conditioned}
         slots = self.prompt_slots.shape[-1]
         if not all(torch.is_tensor(m) and m.dtype == torch.bool and m.shape[1:] == (1, 1, slots) for m in masks.values()):

@@ -224,6 +224,7 @@ def _static_prefill(model, attachment, generation, cache: PairedStaticCache, kwa
     outputs = _prefill(model, attachment, generation, prefill, {**kwargs, "past_key_values": prefill}, forward)
     mask = kwargs.get("attention_mask")
     cache.pair(prefill, torch.ones_like(_prompt_ids(generation, kwargs)[0]) if mask is None else mask)
+    cache.own_step_masks = generation.decode_forward is None and generation.whole_masks  # eager SDPA steps
     outputs.past_key_values = cache
     if getattr(outputs, "attentions", None) is not None:  # as a static-cache prefill returns them: a key per cache
         keys = cache.get_max_length()  # slot, those after the prompt masked out (weight 0)
