@@ -91,8 +91,8 @@ class PairedStaticCache(StaticCache):
 
     The prefill runs into a `PairedCache` whose rows `pair` copies in. Until then the cache tells `generate` it is not
     compileable, so that the first forward gets the plain (n, L) attention mask the prior's prefill reads. Where pnd
-    builds the decoding steps' masks itself (`own_step_masks`: eager steps of an SDPA model) it stays so, and `generate`
-    builds none.
+    builds the decoding steps' masks itself (`own_step_masks`: an SDPA model) it stays so, and `generate` builds none
+    (pnd calls the model's compiled call itself where generate compiles the steps).
 
     Args:
         config: the model's text config; every layer must be a full-attention layer.
@@ -111,8 +111,8 @@ class PairedStaticCache(StaticCache):
     prior_prompt: torch.Tensor | None = None  # (n, 1, 1, max_cache_len) bool: the prompt slots the prior rows see
     prompt_slots: torch.Tensor | None = None  # (1, 1, 1, max_cache_len) bool: the prompt's slots
     slots: torch.Tensor | None = None  # (max_cache_len,) the slots' indices
-    # eager decoding steps of a model whose every layer reads one boolean 4D mask (SDPA over the whole context): pnd
-    # builds each step's mask from `attention_mask` (`step_mask`), in place of the one `generate` would build
+    # the decoding steps of a model whose every layer reads one boolean 4D mask (SDPA over the whole context): pnd
+    # builds each step's mask from `attention_mask` (`step_mask`, traced in a compiled step), in place of generate's
     own_step_masks: bool = False
 
     def __init__(self, config, max_cache_len: int):

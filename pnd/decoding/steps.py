@@ -224,7 +224,7 @@ def _static_prefill(model, attachment, generation, cache: PairedStaticCache, kwa
     outputs = _prefill(model, attachment, generation, prefill, {**kwargs, "past_key_values": prefill}, forward)
     mask = kwargs.get("attention_mask")
     cache.pair(prefill, torch.ones_like(_prompt_ids(generation, kwargs)[0]) if mask is None else mask)
-    cache.own_step_masks = generation.decode_forward is None and generation.whole_masks  # eager SDPA steps
+    cache.own_step_masks = generation.whole_masks  # an SDPA model: pnd builds each step's mask, generate none
     outputs.past_key_values = cache
     if getattr(outputs, "attentions", None) is not None:  # as a static-cache prefill returns them: a key per cache
         keys = cache.get_max_length()  # slot, those after the prompt masked out (weight 0)
@@ -250,6 +250,8 @@ def _decode_step(generation, cache, kwargs, forward):
     """One forward call on [conditioned rows; prior rows] (`paired_step`, inside the model's compiled call where
     generate compiles its steps); generate only sees the conditioned logits."""
     if generation.decode_forward is not None:  # the model's compiled call: the step's glue traced with the model
+        if cache.own_step_masks:  # generate's 2D mask, one slot longer each step: the compiled step builds its own
+            kwargs.pop("attention_mask", None)
         outputs, *terms = generation.decode_forward(**kwargs)  # (a static cache: no indexed layer)
     else:
         mask = _paired_mask(cache, kwargs.get("attention_mask"), kwargs["input_ids"])
