@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 from transformers import CompileConfig, DynamicCache, Qwen2Config, StaticCache
+from transformers.generation import utils as generation_utils
 
 import pnd
 from pnd.attachment import attachment_of
@@ -351,3 +352,28 @@ def test_a_decoding_step_hands_the_model_its_whole_mask(tiny, cache_implementati
         later = torch.ones(2 * n, slots - length, dtype=torch.bool, device=prompt.device)
         expected = torch.cat([prompt, later], 1) & (keys <= length + step)
         assert torch.equal(mask, expected[:, None, None])
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_static_decoding_on_an_sdpa_model_leaves_generate_no_step_mask_to_build(tiny, compiled):
+    """Issue 47: with a static cache on an SDPA model, pnd builds each decoding step's 4D mask itself (eagerly, or in
+    the compiled step), so `generate`'s mask builder, which plain static decoding runs at every step, runs in none of
+    pnd's steps; the tokens equal the brute-force reference."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    builder = getattr(model, "create_masks_for_generate", None) or generation_utils.create_masks_for_generate
+    built = []
+
+    def counted(*args, **kwargs):
+        built.append(kwargs["inputs_embeds"].shape[1])  # the call's new tokens
+        return builder(*args, **kwargs)
+
+    model.create_masks_for_generate = counted  # generate reads it from the model first
+    settings = {"compile_config": compile_config(counting_backend()[0])} if compiled else {}
+    plain = model.generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
+                           cache_implementation="static", **settings)
+    assert built.count(1) == STEPS - 1, "plain static decoding builds a mask at every step"
+    built.clear()
+    out = run(model, inputs, "greedy", **settings)
+    assert built.count(1) == 0 and plain.shape == out.sequences.shape
+    assert_equals_reference(model, inputs, out, "greedy")
