@@ -234,7 +234,7 @@ def _static_prefill(model, attachment, generation, cache: PairedStaticCache, kwa
 
 def _paired_mask(cache, cond_mask: torch.Tensor | None, input_ids: torch.Tensor) -> torch.Tensor:
     """The 2D attention mask of a decoding step, [conditioned rows; prior rows]."""
-    if isinstance(cache, PairedStaticCache):  # fixed for the whole call (generate's own mask is 4D there)
+    if isinstance(cache, PairedStaticCache):  # fixed for the whole call (the step's own: `PairedStaticCache.step_mask`)
         return cache.attention_mask
     n, step = input_ids.shape
     prompt = cache.prior_attends  # the prior rows' prompt slots (a contrast prompt has a mask of its own)
