@@ -123,7 +123,8 @@ def traced_steps() -> Iterator[list[tuple[torch.Tensor, torch.Tensor]]]:
 
 
 def trace_step(log_cond: torch.Tensor, log_prior: torch.Tensor) -> None:
-    """Record one step's log-probabilities where `traced_steps` asks for them."""
+    """Record one step's log-probabilities where `traced_steps` asks for them: copies, since a compiled step's outputs
+    (CUDA graphs) and generate's scores are buffers that later steps may overwrite."""
     steps = _TRACE.get()
     if steps is not None:
-        steps.append((log_cond, log_prior))
+        steps.append((log_cond.clone(), log_prior.clone()))
