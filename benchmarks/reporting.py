@@ -67,10 +67,10 @@ def static_report(model, inputs, args, device, static_rows, note: str = "") -> s
     measured = dict(static_rows)
     lines = [setup_line(model, args, device, note), "",
              f"Greedy, batch 1, {inputs['input_ids'].shape[1]}-token prompt with a {args.frames}-frame video, "
-             f"{args.tokens} new tokens, with the default dynamic cache (the prompt as is; and padded: one more slot of "
-             f"left padding, as a batch's rows have) or `cache_implementation=\"static\"`, eager or compiled (generate's "
-             f"`compile_config`: {args.compile_backend}, its defaults); each row's ratios are to plain with the same cache, "
-             "prompt and compilation:", ""]
+             f"{args.tokens} new tokens, with the default dynamic cache (the prompt as is; and padded: one more "
+             "slot of left padding, as a batch's rows have) or `cache_implementation=\"static\"`, eager or compiled "
+             f"(generate's `compile_config`: {args.compile_backend}, its defaults); each row's ratios are to plain with "
+             "the same cache, prompt and compilation:", ""]
     plain = {name: measured[re.sub(r"^(pnd|plain, 2 rows)", "plain", name)] for name in measured}
     lines += method_table(static_rows, plain)
     for setting in ("dynamic", "dynamic, padded", "static", "static, compiled"):

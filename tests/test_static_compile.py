@@ -323,9 +323,9 @@ def test_compiled_decoding_at_transformers_defaults_has_no_graph_break_and_no_re
 @pytest.mark.parametrize("cache_implementation", ["static", None])
 def test_a_decoding_step_hands_the_model_its_whole_mask(tiny, cache_implementation):
     """Issue 47: on an SDPA model, each eager decoding step gives the model the 4D mask of all its rows (built by pnd,
-    with a static cache too, where generate then builds none), so that the model builds none of its own: the conditioned rows
-    see their prompt (padding masked) and every slot up to the new token, the prior rows the same but no visual slot
-    of the prompt (the masked prior). Brute force from the prompt's attention mask and video token ids."""
+    with a static cache too, where generate then builds none), so that the model builds none of its own: the
+    conditioned rows see their prompt (padding masked) and every slot up to the new token, the prior rows the same but
+    no visual slot of the prompt (the masked prior). Brute force from the prompt's attention mask and video token ids."""
     model, processor = tiny("llava_onevision")
     inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
     attachment = pnd.attach(model) and attachment_of(model)
@@ -355,7 +355,7 @@ def test_a_decoding_step_hands_the_model_its_whole_mask(tiny, cache_implementati
 
 
 @pytest.mark.parametrize("compiled", [False, True])
-def test_static_decoding_on_an_sdpa_model_leaves_generate_no_step_mask_to_build(tiny, compiled):
+def test_static_decoding_on_an_sdpa_model_leaves_generate_no_step_mask_to_build(tiny, compiled, monkeypatch):
     """Issue 47: with a static cache on an SDPA model, pnd builds each decoding step's 4D mask itself (eagerly, or in
     the compiled step), so `generate`'s mask builder, which plain static decoding runs at every step, runs in none of
     pnd's steps; the tokens equal the brute-force reference."""
@@ -368,7 +368,8 @@ def test_static_decoding_on_an_sdpa_model_leaves_generate_no_step_mask_to_build(
         built.append(kwargs["inputs_embeds"].shape[1])  # the call's new tokens
         return builder(*args, **kwargs)
 
-    model.create_masks_for_generate = counted  # generate reads it from the model first
+    # generate reads it from the model first; the session's cached model gets it back after the test
+    monkeypatch.setattr(model, "create_masks_for_generate", counted, raising=False)
     settings = {"compile_config": compile_config(counting_backend()[0])} if compiled else {}
     plain = model.generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
                            cache_implementation="static", **settings)

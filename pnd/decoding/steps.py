@@ -283,7 +283,7 @@ def paired_step(forward, mask: torch.Tensor, whole_masks: bool, kwargs: dict):
             paired[key] = torch.cat([kwargs[key], kwargs[key]])
     cache = kwargs["past_key_values"]
     paired["attention_mask"] = mask  # the model builds the 4D mask, except where pnd gives it (no work in the model):
-    if isinstance(cache, PairedStaticCache):  # generate's 4D mask of the conditioned rows, the prior rows added
+    if isinstance(cache, PairedStaticCache):  # pnd's own 4D mask, or generate's of the conditioned rows extended
         paired["attention_mask"] = cache.step_mask(kwargs.get("attention_mask"))
     elif whole_masks and input_ids.shape[1] == 1:  # one new token: it sees every slot its row attends
         paired["attention_mask"] = mask.bool()[:, None, None, :]
