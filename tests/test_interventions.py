@@ -148,6 +148,40 @@ def test_each_method_changes_the_tokens(models, name):
     assert not torch.equal(generate(model, inputs, METHODS[name]()[0]).sequences, plain)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_explain_with_each_method_equals_brute_force(models, name):
+    """`pnd explain --method pai|only|vista`: both answers forced through the method; each token's three views and
+    the top alternatives under the method equal from-scratch forwards per step. PAI's views are its amplified
+    log p_img and the text-only log p_text; ONLY's the model's log p and the heads-off contrast; VISTA, which has no
+    contrast at decoding, shows the unsteered log P(w | v), the text-only prompt and the steered log-probabilities."""
+    from pnd.scoring.explain import explain
+
+    model, processor, reference_model = models("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
+    ours, (combine, prior, conditioned) = METHODS[name]()
+    result = explain(model, processor, inputs, method=ours, max_new_tokens=STEPS, top_k=3)
+    plain = model.generate(**inputs, max_new_tokens=STEPS, do_sample=False)[0, inputs["input_ids"].shape[1]:]
+    steered, _ = method_greedy(reference_model, inputs, STEPS, combine, prior, conditioned=conditioned)
+    views = [(lambda c, p, t: c, prior, conditioned), (lambda c, p, t: p, prior, conditioned),
+             (combine, prior, conditioned)]
+    if name == "vista":  # the unsteered model, the text-only prompt, the steered model
+        views = [(lambda c, p, t: c, None, None), (lambda c, p, t: p, text_prior, None), (combine, None, conditioned)]
+    for tokens, want in ((result.plain, plain.tolist()), (result.normalized, steered[0].tolist())):
+        ids = [t.token_id for t in tokens]
+        assert ids == want[: len(ids)] and ids
+        generated = torch.tensor([ids], device=model.device)
+        with torch.no_grad():
+            c, p, s = (method_forced(reference_model, inputs, generated, view, contrast, conditioned=edit)[0]
+                       for view, contrast, edit in views)
+        for step, token in enumerate(tokens):
+            for got, view in ((token.conditional, c), (token.prior, p), (token.normalized, s)):
+                assert got == pytest.approx(float(view[step, token.token_id]), abs=2e-4)
+            assert [a.value for a in token.top["normalized"]] == pytest.approx(s[step].topk(3).values.tolist(),
+                                                                               abs=2e-4)
+    if name == "vista":
+        assert any(t.shift != 0 for t in result.normalized)  # the steering moved its tokens
+
+
 @pytest.mark.parametrize("name, ours", [("pai", pnd.PAI(start_layer=0)), ("vista", pnd.VISTA())])
 def test_prefill_packs_the_prior_tokens(models, name, ours):
     """The prior's text tokens ride in the prompt's call (docs/methods.md): PAI's prefill is one language-model call,

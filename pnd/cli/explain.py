@@ -1,7 +1,7 @@
 """`pnd explain`: why did the answer change? Plain and prior-normalized decoding of one video or image, token by token.
 
     pnd explain clip.mp4 [--prompt "Describe the video."] [--model M] [--alpha 0.5] [--plausibility 0.1] \
-        [--method vcd|icd|m3id [--method-args noise_step=500]] [--out pnd_explain]
+        [--method vcd|icd|m3id|pai|only|vista [--method-args noise_step=500]] [--out pnd_explain]
 
 Without --model the bundled demo model answers (offline, seconds). Writes into --out: explain.html (a
 self-contained page: each token coloured by how far the prior pushed it down (red) or up (blue) among its
@@ -9,7 +9,8 @@ alternatives, the numbers on hover and in a table), explain.png (the same tokens
 number: `pnd.scoring.explain.Explanation.to_dict()`). The shift of a token is the change of its log-probability
 when the normalized scores are read as a distribution (`pnd.scoring.tokens`). With `--method` (docs/methods.md) the
 second decoding is that method's, at its paper's settings unless given, and each token's "prior" is the method's
-contrast (VCD's noised video, ICD's disturbed instruction, M3ID's prompt without the video).
+contrast (VCD's noised video, ICD's disturbed instruction, M3ID's and PAI's prompt without the video, ONLY's heads
+switched off; VISTA's: the prompt without the video, against the unsteered model, `pnd.scoring.explain`).
 
 Example:
     >>> from pnd.cli import main

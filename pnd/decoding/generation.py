@@ -104,9 +104,10 @@ def running(generation: Generation) -> Iterator[Generation]:
 
 
 @contextmanager
-def traced_steps() -> Iterator[list[tuple[torch.Tensor, torch.Tensor]]]:
+def traced_steps() -> Iterator[list[tuple[torch.Tensor, torch.Tensor | None]]]:
     """Within the block (this context only), every step a paired processor scores appends its fp32
-    (log p_c, log p_prior) to the list yielded: what the method combined (`pnd explain --method`).
+    (log p_c, log p_prior) to the list yielded: what the method combined (`pnd explain --method`); log p_prior is
+    None for a method with no second distribution at decoding (VISTA).
 
     Example:
         >>> with traced_steps() as steps:
@@ -114,7 +115,7 @@ def traced_steps() -> Iterator[list[tuple[torch.Tensor, torch.Tensor]]]:
         >>> steps
         []
     """
-    steps: list[tuple[torch.Tensor, torch.Tensor]] = []
+    steps: list[tuple[torch.Tensor, torch.Tensor | None]] = []
     token = _TRACE.set(steps)
     try:
         yield steps
@@ -122,9 +123,10 @@ def traced_steps() -> Iterator[list[tuple[torch.Tensor, torch.Tensor]]]:
         _TRACE.reset(token)
 
 
-def trace_step(log_cond: torch.Tensor, log_prior: torch.Tensor) -> None:
-    """Record one step's log-probabilities where `traced_steps` asks for them: copies, since a compiled step's outputs
-    (CUDA graphs) and generate's scores are buffers that later steps may overwrite."""
+def trace_step(log_cond: torch.Tensor, log_prior: torch.Tensor | None) -> None:
+    """Record one step's log-probabilities where `traced_steps` asks for them (`log_prior` None: the method's steps
+    have no second distribution): copies, since a compiled step's outputs (CUDA graphs) and generate's scores are
+    buffers that later steps may overwrite."""
     steps = _TRACE.get()
     if steps is not None:
-        steps.append((log_cond.clone(), log_prior.clone()))
+        steps.append((log_cond.clone(), None if log_prior is None else log_prior.clone()))

@@ -4,10 +4,12 @@
 `PriorNormalized(alpha)`), then scores both answers token by token with `CaptionScorer`'s teacher forcing:
 for each token, `log P(w | v)`, `log P(w)` (the masked prior), the normalized score, how far the prior
 pushed the token down or up, and the top alternatives under each (`pnd.scoring.tokens`). `pnd explain` renders it.
-With `method` (another paired logits processor: VCD, ICD, M3ID, docs/methods.md) the second decoding is that
-method's, and both answers are forced through `generate` with it: each token's "prior" is the method's contrast
-(`log p_d`: noised pixels, the disturbed instruction, the prompt without the image) and its normalized score the
-method's own.
+With `method` (another paired logits processor: VCD, ICD, M3ID, PAI, ONLY, VISTA, docs/methods.md) the second
+decoding is that method's, and both answers are forced through `generate` with it: each token's "prior" is the
+method's contrast (`log p_d`: noised pixels, the disturbed instruction, the prompt without the image, ONLY's heads
+switched off) and its normalized score the method's own. VISTA has no contrast at decoding: its tokens show the
+unsteered model's `log P(w | v)`, the prompt without the image as "prior", and the steered model's log-probabilities
+as the normalized score, so the shift is what the steering did.
 
 Example:
     >>> import pnd
@@ -108,9 +110,13 @@ def explain(model, processor, inputs: dict, alpha: float = 0.5, *, max_new_token
 def _method_token_scores(model, processor, inputs: dict, method: PairedProcessor, token_ids: list[int], top_k: int,
                          extra: dict) -> list[TokenScore]:
     """The per-token view of `token_ids` under `method`: its "prior" the method's contrast, its "normalized" the
-    method's scores."""
+    method's scores. A method with no contrast at decoding (VISTA) is shown against the unsteered model (its
+    "conditional") and the prompt without its visual input that its steering vectors subtract (its "prior")."""
     if not token_ids:
         return []
     conditional, contrast, scores = forced_steps(model, inputs, method, token_ids, **extra)
+    if contrast is None:  # a steered model (VISTA): against the model as it is, and the prompt without its video
+        conditional, contrast = CaptionScorer(model, processor, alpha=0.0, prior=method.prior).prompt_token_logprobs(
+            inputs, token_ids)
     return score_tokens(conditional, contrast, token_ids, 0.0, lambda i: processor.tokenizer.decode([i]), top_k,
                         normalized=scores)

@@ -1,5 +1,6 @@
-"""Given tokens forced through an attached model's `generate` with any paired logits processor (CPN, VCD, ICD, M3ID):
-at each step, what the method combined (log p_c and its prior or contrast log p_d) and what it returned.
+"""Given tokens forced through an attached model's `generate` with any paired logits processor (CPN, VCD, ICD, M3ID,
+PAI, ONLY, VISTA): at each step, what the method combined (log p_c and its prior or contrast log p_d) and what it
+returned.
 
 `pnd explain --method` shows these per token; lmms-eval's loglikelihood under a method other than cpn scores a
 continuation with them.
@@ -37,9 +38,10 @@ class _Forced(LogitsProcessor):
 
 @torch.no_grad()
 def forced_steps(model, inputs: dict, method: PairedProcessor, token_ids: list[int],
-                 **generate_kwargs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                 **generate_kwargs) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """(log p_c, log p_d, the method's scores), each (len(token_ids), vocabulary) in fp32, at each step of `token_ids`
     forced after the one prompt of `inputs` (an attached model; `generate_kwargs`: e.g. `prior_inputs` for ICD).
+    log p_d is None for a method with no second distribution at decoding (VISTA: log p_c is the steered model's).
 
     Raises:
         ValueError: for a prompt batch, no tokens, or tokens that end the generation early (an end-of-sequence token
@@ -54,5 +56,6 @@ def forced_steps(model, inputs: dict, method: PairedProcessor, token_ids: list[i
     if len(steps) != len(token_ids):
         raise ValueError(f"generation stopped after {len(steps)} of the {len(token_ids)} forced tokens: an "
                          "end-of-sequence token can only be the last.")
-    conditional, contrast = (torch.stack([step[i][0] for step in steps]) for i in (0, 1))
+    conditional = torch.stack([cond[0] for cond, _ in steps])
+    contrast = None if steps[0][1] is None else torch.stack([prior[0] for _, prior in steps])
     return conditional, contrast, torch.stack(forced.seen)

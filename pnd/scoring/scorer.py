@@ -218,11 +218,17 @@ class CaptionScorer:
 
         `plausibility` masks the normalized scores as `PriorNormalized(plausibility=...)` does.
         """
-        prefix = self._conditioned_prefix(self.on_device(inputs))
-        conditional = forced_logprobs(self.model, prefix, [token_ids])[0][0]
-        prior = forced_logprobs(self.model, self._prior_prefix(prefix), [token_ids])[0][0]
+        conditional, prior = self.prompt_token_logprobs(inputs, token_ids)
         return score_tokens(conditional, prior, token_ids, self.alpha, lambda i: self.processor.tokenizer.decode([i]),
                             top_k, plausibility)
+
+    @torch.no_grad()
+    def prompt_token_logprobs(self, inputs: dict, token_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log P(. | v), log P(.)) at each of `token_ids`' steps after a prompt you built: (len(token_ids), vocabulary)
+        each in fp32, the prior this scorer's."""
+        prefix = self._conditioned_prefix(self.on_device(inputs))
+        conditional = forced_logprobs(self.model, prefix, [token_ids])[0][0]
+        return conditional, forced_logprobs(self.model, self._prior_prefix(prefix), [token_ids])[0][0]
 
     def _score_tokens(self, inputs: dict, tokens: list[list[int]]) -> ScoreParts:
         return self._score_prefix(self._conditioned_prefix(inputs), tokens)
