@@ -200,8 +200,9 @@ def test_pnd_explain_method(tmp_path, explained):
     assert data["alpha"] == 1.0 and data["plausibility"] == 0.1  # ICD's paper defaults
     assert set(data["normalized"][0]["top"]) == {"conditional", "prior", "normalized"}
     for args, message in [(["--method", "m3id", "--alpha", "1"], "'m3id' has no setting 'alpha'"),
-                          (["--method", "vcd", "--method-args", "noise_step=2000"], "noise_step must be an integer")]:
-        with pytest.raises(SystemExit, match=message):
+                          (["--method", "vcd", "--method-args", "noise_step=2000"], "noise_step must be an integer"),
+                          (["--method", "pai"], "PAI acts in no layer of this model's 2 decoder layers")]:
+        with pytest.raises(SystemExit, match=message):  # the last is refused by the model (PAI's layer 2): one line
             main(["explain", str(clip), "--out", str(tmp_path / "bad"), *args])
     assert not (tmp_path / "bad").exists()
 

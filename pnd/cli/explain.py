@@ -84,14 +84,18 @@ def run(args) -> int:
                          return_tensors="pt", **pixel_values_kwargs(processor))
 
     inputs = prompt(instruction)
-    if args.method == "cpn":
-        result = explain(attach(model, processor), processor, inputs, settings["alpha"], prior=settings["prior"],
-                         plausibility=settings["plausibility"], max_new_tokens=args.max_new_tokens, top_k=args.top_k)
-    else:
-        contrast = chosen.contrast_text(instruction, **settings)
-        result = explain(attach(model, processor), processor, inputs, method=chosen.processor(**settings),
-                         prior_inputs=None if contrast is None else prompt(contrast),
-                         max_new_tokens=args.max_new_tokens, top_k=args.top_k)
+    try:  # what pnd refuses on this model or input (e.g. PAI's layers on a 2-layer model): one line, exit 1
+        if args.method == "cpn":
+            result = explain(attach(model, processor), processor, inputs, settings["alpha"], prior=settings["prior"],
+                             plausibility=settings["plausibility"], max_new_tokens=args.max_new_tokens,
+                             top_k=args.top_k)
+        else:
+            contrast = chosen.contrast_text(instruction, **settings)
+            result = explain(attach(model, processor), processor, inputs, method=chosen.processor(**settings),
+                             prior_inputs=None if contrast is None else prompt(contrast),
+                             max_new_tokens=args.max_new_tokens, top_k=args.top_k)
+    except ValueError as error:
+        raise SystemExit(f"pnd explain: {error}") from error
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     title = f"{path.name}: {instruction}" + ("" if args.method == "cpn" else f" (normalized: {args.method})")
