@@ -32,10 +32,10 @@ class AmplifyVisualAttention(AttentionIntervention):
         return range(self.start_layer, min(self.end_layer, n_layers))
 
     def apply(self, site: AttentionSite, output: torch.Tensor) -> torch.Tensor:
-        logits, seen = site.newest_logits()
-        amplify = site.visual[:, None, None, :] & seen
-        logits = torch.where(amplify, logits + self.alpha * logits.abs(), logits)
-        return torch.cat([output[:, :-1], site.attend(logits)], dim=1)
+        logits = site.newest_scores()
+        logits = site.masked(logits.addcmul(logits.abs(), site.visual, value=self.alpha))
+        newest = site.attend(logits)
+        return newest if output.shape[1] == 1 else torch.cat([output[:, :-1], newest], dim=1)
 
 
 class DeactivateHeads(AttentionIntervention):
@@ -52,18 +52,18 @@ class DeactivateHeads(AttentionIntervention):
     def apply(self, site: AttentionSite, output: torch.Tensor) -> torch.Tensor:
         logits, seen = site.newest_logits()
         weights = site.weights(logits)[:, :, 0]  # (rows, heads, k)
-        seen = seen[:, :, 0].expand_as(weights)
-        visual = site.visual[:, None, :] & seen
-        text = ~site.visual[:, None, :] & seen
-        tver = sink_suppressed_entropy(weights, text) / sink_suppressed_entropy(weights, visual).clamp_min(1e-12)
+        seen, visual = seen[:, :, 0], site.visual[:, :, 0]  # (rows, 1, k)
+        text_entropy, visual_entropy = sink_suppressed_entropy(weights, torch.stack([seen & ~visual, seen & visual]))
+        tver = text_entropy / visual_entropy.clamp_min(1e-12)
         tver = torch.nan_to_num(tver, nan=0.0, posinf=0.0, neginf=0.0)
         kept = tver >= tver.mean(dim=-1, keepdim=True)  # (rows, heads)
         return output * kept[:, None, :, None].to(output.dtype)
 
 
 def sink_suppressed_entropy(weights: torch.Tensor, within: torch.Tensor) -> torch.Tensor:
-    """ONLY's entropy of the attention `weights` (..., k) restricted to the keys `within` (bool, same shape): entries
-    above the set's mean plus its standard deviation (attention sinks) set to 0, the rest renormalized."""
+    """ONLY's entropy of the attention `weights` (..., k) restricted to the keys `within` (bool, broadcast with
+    `weights`: several sets at once): entries above the set's mean plus its standard deviation (attention sinks) set
+    to 0, the rest renormalized."""
     count = within.sum(-1, keepdim=True).clamp_min(1)
     inside = weights.masked_fill(~within, 0)
     mean = inside.sum(-1, keepdim=True) / count

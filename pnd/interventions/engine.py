@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -55,29 +55,34 @@ class AttentionIntervention:
 @dataclass
 class AttentionSite:
     """One attention call of one reached layer, for the rows an intervention acts on: its inputs as the attention
-    function gets them (query (rows, heads, q, dim), key / value (rows, kv_heads, k, dim), mask or None), and
-    `visual` (rows, k), the key slots that hold the visual expansion's placeholder tokens."""
+    function gets them (query (rows, heads, q, dim), key / value (rows, kv_heads, k, dim)), and, over the k key slots
+    (computed once per call and rows, `attention_with_interventions`): `visual` (rows, 1, 1, k), the slots that hold
+    the visual expansion's placeholder tokens, and `seen` (rows, 1, 1, k), the keys the newest query sees."""
 
     module: torch.nn.Module
     query: torch.Tensor
     key: torch.Tensor
     value: torch.Tensor
-    mask: torch.Tensor | None
     scaling: float
     visual: torch.Tensor
+    seen: torch.Tensor
+    unseen: torch.Tensor  # ~seen
+
+    def newest_scores(self) -> torch.Tensor:
+        """The newest query's pre-softmax attention logits (rows, heads, 1, k), scaled, on every key: those it does
+        not see included (`masked` hides them)."""
+        rows, heads, _, dim = self.query.shape
+        newest = _by_key_head(self.query[:, :, -1], self.key)  # (rows * kv_heads, heads // kv_heads, dim)
+        logits = torch.bmm(newest, self.key.reshape(newest.shape[0], -1, dim).transpose(1, 2)) * self.scaling
+        return logits.view(rows, heads, 1, -1)
+
+    def masked(self, logits: torch.Tensor) -> torch.Tensor:
+        """`logits` (rows, heads, 1, k) at -inf on the keys the newest query does not see."""
+        return logits.masked_fill(self.unseen, -torch.inf)
 
     def newest_logits(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(the newest query's pre-softmax attention logits (rows, heads, 1, k), scaled, -inf on the keys it does not
-        see; the keys it sees (rows, 1, 1, k))."""
-        logits = _by_key_head(self.query[:, :, -1:], self.key.shape[1]) @ self.key.transpose(-1, -2) * self.scaling
-        logits = logits.reshape(self.query.shape[0], self.query.shape[1], 1, -1)
-        if self.mask is None:  # a causal call: the newest query sees every key
-            seen = torch.ones_like(logits[:, :1], dtype=torch.bool)
-        else:
-            last = self.mask[..., -1:, :]
-            seen = last if last.dtype == torch.bool else last > torch.finfo(last.dtype).min
-            seen = seen.expand(logits.shape[0], 1, 1, -1)
-        return logits.masked_fill(~seen, -torch.inf), seen
+        """(`masked(newest_scores())`, `seen`)."""
+        return self.masked(self.newest_scores()), self.seen
 
     def weights(self, logits: torch.Tensor) -> torch.Tensor:
         """Softmax of `logits` over the keys in float32, in the query's dtype (as eager attention computes it)."""
@@ -86,16 +91,17 @@ class AttentionSite:
     def attend(self, logits: torch.Tensor) -> torch.Tensor:
         """`weights(logits)` (rows, heads, 1, k) times the values: (rows, 1, heads, dim), as the attention output is
         laid out."""
-        output = _by_key_head(self.weights(logits), self.value.shape[1]) @ self.value
-        return output.reshape(self.query.shape[0], self.query.shape[1], 1, -1).transpose(1, 2)
+        weights = _by_key_head(self.weights(logits)[:, :, 0], self.value)  # (rows * kv_heads, heads // kv_heads, k)
+        output = torch.bmm(weights, self.value.reshape(weights.shape[0], -1, self.value.shape[-1]))
+        return output.view(self.query.shape[0], 1, self.query.shape[1], -1)
 
 
-def _by_key_head(newest: torch.Tensor, key_heads: int) -> torch.Tensor:
-    """(rows, heads, 1, n) per-query-head rows of the newest query as (rows, key_heads, heads // key_heads, n): the
-    query heads that share a key / value head (grouped-query attention) side by side, so that one matmul with that
-    head's keys or values serves them all without repeating the keys or values."""
-    rows, heads, _, n = newest.shape
-    return newest.reshape(rows, key_heads, heads // key_heads, n)
+def _by_key_head(newest: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+    """The newest query's per-query-head rows (rows, heads, n) as (rows * kv_heads, heads // kv_heads, n), to meet
+    `states` (rows, kv_heads, k, dim) as (rows * kv_heads, k, dim) in one batched matmul: the query heads that share a
+    key / value head (grouped-query attention) side by side, the keys and values not repeated."""
+    rows, heads, n = newest.shape
+    return newest.reshape(rows * states.shape[1], heads // states.shape[1], n)
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,7 @@ class _Call:
     rows: dict  # "conditioned" / "contrast" -> slice of the call's batch
     visual: torch.Tensor | None  # (batch of the call, slots) bool: the sequence's slots, this call's tokens included
     steering: torch.Tensor | None  # (rows, layers, hidden): what each layer's output gets on the conditioned rows
+    keys: dict = field(default_factory=dict)  # (rows, key slots, mask) -> (mask, visual, seen, unseen): `_key_slots`
 
 
 _CALL: ContextVar[_Call | None] = ContextVar("pnd_intervened_call", default=None)
@@ -142,16 +149,33 @@ def attention_with_interventions(module, query, key, value, attention_mask, atte
         rows = call.rows.get(intervention.rows)
         if rows is None:
             continue
-        visual = call.visual[rows]  # a static cache's keys: every slot; a sliding window's: the last ones
-        keys = key.shape[2]
-        visual = torch.nn.functional.pad(visual, (0, keys - visual.shape[1])) if keys >= visual.shape[1] \
-            else visual[:, -keys:]
-        mask = None if attention_mask is None else attention_mask[rows] if attention_mask.shape[0] > 1 else attention_mask
         scaling = kwargs.get("scaling") or query.shape[-1] ** -0.5
-        site = AttentionSite(module, query[rows], key[rows], value[rows], mask, scaling, visual)
+        site = AttentionSite(module, query[rows], key[rows], value[rows], scaling,
+                             *_key_slots(call, rows, key.shape[2], attention_mask))
         start, stop, _ = rows.indices(output.shape[0])
         output = torch.cat([output[:start], intervention.apply(site, output[rows]), output[stop:]])
     return output, weights
+
+
+def _key_slots(call: _Call, rows: slice, keys: int, mask: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """(visual, seen, unseen), each (rows, 1, 1, keys), of `rows` over a layer's `keys` key slots under its `mask`:
+    computed once per call for all the layers that share them (a layer kind's mask, one key length)."""
+    memo = (rows.start, rows.stop, keys, id(mask))
+    known = call.keys.get(memo)
+    if known is not None and known[0] is mask:
+        return known[1:]
+    visual = call.visual[rows]  # a static cache's keys: every slot; a sliding window's: the last ones
+    visual = torch.nn.functional.pad(visual, (0, keys - visual.shape[1])) if keys >= visual.shape[1] \
+        else visual[:, -keys:]
+    visual = visual[:, None, None]
+    if mask is None:  # a causal call: the newest query sees every key
+        seen = torch.ones_like(visual)
+    else:
+        last = (mask[rows] if mask.shape[0] > 1 else mask)[..., -1:, :]
+        seen = last if last.dtype == torch.bool else last > torch.finfo(last.dtype).min
+        seen = seen.expand(visual.shape[0], 1, 1, -1)
+    call.keys[memo] = (mask, visual, seen, ~seen)
+    return call.keys[memo][1:]
 
 
 def decoder_layers(model) -> torch.nn.ModuleList:
