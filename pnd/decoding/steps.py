@@ -53,12 +53,7 @@ def paired_forward(model, attachment: Attachment, *args, **kwargs):
     within the model's paired `generate` call is a paired one (one marked `PAIRED_STEP`: a static cache's decoding
     step, `paired_step`); any other is the model's own forward."""
     kwargs.pop(EXPANSION_KEY, None)  # `model(**inputs)`: the model never sees what pnd added to the processor's outputs
-    cache = kwargs.get("past_key_values")
-    if kwargs.pop(PAIRED_STEP, False):
-        return paired_step(attachment.forward, cache.attention_mask, False, kwargs)
-    if not isinstance(cache, (PairedCache, PairedStaticCache)):
-        return attachment.forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
-    return _paired_call(model, attachment, *args, **kwargs)
+    return _routed(model, attachment, attachment.forward, args, kwargs)
 
 
 def language_model_forward(model, forward):
@@ -73,14 +68,20 @@ def language_model_forward(model, forward):
     """
     @functools.wraps(forward)
     def paired(*args, **kwargs):
-        cache = kwargs.get("past_key_values")
-        if kwargs.pop(PAIRED_STEP, False):
-            return paired_step(forward, cache.attention_mask, False, kwargs)
-        if not isinstance(cache, (PairedCache, PairedStaticCache)):
-            return forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
-        return _paired_call(model, attachment_of(model), *args, forward=forward, **kwargs)
+        return _routed(model, None, forward, args, kwargs)
 
     return paired
+
+
+def _routed(model, attachment: Attachment | None, forward, args: tuple, kwargs: dict):
+    """`forward(*args, **kwargs)` as a paired step (marked `PAIRED_STEP`), a paired call (on a paired cache) or the
+    model's own call (`attachment`: the model's, found where needed when None)."""
+    cache = kwargs.get("past_key_values")
+    if kwargs.pop(PAIRED_STEP, False):
+        return paired_step(forward, cache.attention_mask, False, kwargs)
+    if not isinstance(cache, (PairedCache, PairedStaticCache)):
+        return forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
+    return _paired_call(model, attachment or attachment_of(model), *args, forward=forward, **kwargs)
 
 
 @torch.compiler.disable(recursive=False)  # torch.compile of the attached forward: this frame eager, the model compiled
