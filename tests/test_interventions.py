@@ -197,14 +197,15 @@ def test_prefill_packs_the_prior_tokens(models, name, ours):
     assert length < lengths[0][1] <= length + after_video and lengths[1:] in ([], [(rows, length)])
 
 
-@pytest.mark.parametrize("mode", [{}, {"num_beams": 3}, {"do_sample": True, "top_k": 20}])
+@pytest.mark.parametrize("mode", [{}, {"num_beams": 3}, {"do_sample": True, "top_k": 20},
+                                  {"cache_implementation": "static"}])
 def test_neutral_settings_are_plain_generate_bit_for_bit(models, mode):
     model, processor, _ = models("llava_onevision")
     inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
     torch.manual_seed(0)
     plain = model.generate(**inputs, max_new_tokens=STEPS, return_dict_in_generate=True, output_scores=True,
                            **{"do_sample": False, **mode})
-    for neutral in (pnd.PAI(alpha=0.0, gamma=1.0), pnd.ONLY(alpha1=0.0, alpha2=0.0)):
+    for neutral in (pnd.PAI(alpha=0.0, gamma=1.0), pnd.ONLY(alpha1=0.0, alpha2=0.0), pnd.VISTA(steer_strength=0.0)):
         torch.manual_seed(0)
         ours = generate(model, inputs, neutral, **mode)
         assert torch.equal(plain.sequences, ours.sequences)
