@@ -325,7 +325,9 @@ def test_a_decoding_step_hands_the_model_its_whole_mask(tiny, cache_implementati
     """Issue 47: on an SDPA model, each eager decoding step gives the model the 4D mask of all its rows (built by pnd,
     with a static cache too, where generate then builds none), so that the model builds none of its own: the
     conditioned rows see their prompt (padding masked) and every slot up to the new token, the prior rows the same but
-    no visual slot of the prompt (the masked prior). Brute force from the prompt's attention mask and video token ids."""
+    no visual slot of the prompt (the masked prior). Brute force from the prompt's attention mask and video token ids.
+    The mask is additive in the model's dtype (0 where a row attends, -inf elsewhere), so that no layer's SDPA
+    converts a bool one."""
     model, processor = tiny("llava_onevision")
     inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
     attachment = pnd.attach(model) and attachment_of(model)
@@ -351,7 +353,8 @@ def test_a_decoding_step_hands_the_model_its_whole_mask(tiny, cache_implementati
         keys = torch.arange(slots, device=prompt.device)
         later = torch.ones(2 * n, slots - length, dtype=torch.bool, device=prompt.device)
         expected = torch.cat([prompt, later], 1) & (keys <= length + step)
-        assert torch.equal(mask, expected[:, None, None])
+        assert mask.dtype == model.dtype and torch.equal(mask == 0, expected[:, None, None])
+        assert torch.isneginf(mask[mask != 0]).all()
 
 
 @pytest.mark.parametrize("compiled", [False, True])

@@ -29,6 +29,17 @@ from .._compat.cache_rows import (
 from .prior import PriorPrefill
 
 
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`allowed` (bool) as SDPA's additive mask in `dtype`: 0 where a query may attend, -inf elsewhere (log 1, log 0).
+    SDPA turns a bool mask into this in every layer it runs; a decoding step's mask given so, no layer converts it.
+
+    Example:
+        >>> additive_mask(torch.tensor([True, False]), torch.bfloat16)
+        tensor([0., -inf], dtype=torch.bfloat16)
+    """
+    return allowed.to(dtype).log()
+
+
 class PairedCache(DynamicCache):
     """A DynamicCache whose rows are [conditioned rows; prior rows] once `add_prior` was called."""
 
@@ -111,8 +122,8 @@ class PairedStaticCache(StaticCache):
     prior_prompt: torch.Tensor | None = None  # (n, 1, 1, max_cache_len) bool: the prompt slots the prior rows see
     prompt_slots: torch.Tensor | None = None  # (1, 1, 1, max_cache_len) bool: the prompt's slots
     slots: torch.Tensor | None = None  # (max_cache_len,) the slots' indices
-    # the decoding steps of a model whose every layer reads one boolean 4D mask (SDPA over the whole context): pnd
-    # builds each step's mask from `attention_mask` (`step_mask`, traced in a compiled step), in place of generate's
+    # the decoding steps of a model whose every layer reads one 4D mask (SDPA over the whole context): pnd builds
+    # each step's mask from `attention_mask` (`step_mask`, traced in a compiled step), in place of generate's
     own_step_masks: bool = False
 
     def __init__(self, config, max_cache_len: int):
@@ -156,18 +167,20 @@ class PairedStaticCache(StaticCache):
             >>> from pnd.testing import tiny_model
             >>> config = tiny_model("llava_onevision")[0].config.get_text_config(decoder=True)
             >>> cache, prefill = PairedStaticCache(config, max_cache_len=4), PairedCache()
+            >>> _ = prefill.update(torch.zeros(2, 1, 2, 4), torch.zeros(2, 1, 2, 4), 0)  # layer 0: 2 rows, 2 slots
             >>> prefill.prior_attends = torch.tensor([[False, True]])
             >>> cache.pair(prefill, torch.ones(1, 2, dtype=torch.long))
             >>> cache.step_mask(torch.tensor([True, True, True, False]).view(1, 1, 1, 4)).view(2, 4)
             tensor([[ True,  True,  True, False],
                     [False,  True,  True, False]])
-            >>> cache.own_step_masks = True  # no slot written yet (no layer in `prefill`): the step writes slot 0
-            >>> cache.step_mask(None).view(2, 4)
-            tensor([[ True, False, False, False],
-                    [False, False, False, False]])
+            >>> cache.own_step_masks = True  # slots 0 and 1 written: the step writes slot 2
+            >>> cache.step_mask(None).view(2, 4)  # additive (0 where a row attends), in the cache's dtype
+            tensor([[0., 0., 0., -inf],
+                    [-inf, 0., 0., -inf]])
         """
         if self.own_step_masks:  # each row's attended slots up to the new token's (the slots written so far)
-            return self.attention_mask.logical_and(self.slots <= self.layers[0].cumulative_length)[:, None, None]
+            allowed = self.attention_mask.logical_and(self.slots <= self.layers[0].cumulative_length)[:, None, None]
+            return additive_mask(allowed, self.layers[0].keys.dtype)
         masks = conditioned if isinstance(conditioned, dict) else {None: conditioned}
         slots = self.prompt_slots.shape[-1]
         if not all(torch.is_tensor(m) and m.dtype == torch.bool and m.shape[1:] == (1, 1, slots) for m in masks.values()):

@@ -31,7 +31,7 @@ from ..attachment import Attachment, attachment_of
 from ..interventions.engine import AttentionIntervention, intervening, reach
 from ..interventions.steering import SteerLayerOutputs, steering_prefill
 from ..validation import check_conditioned_logits
-from .cache import PairedCache, PairedStaticCache
+from .cache import PairedCache, PairedStaticCache, additive_mask
 from .contrast import contrast_prefill
 from .generation import prior_terms, running_generation
 from .packed import packed_prefill, packs_prior, sdpa_over_whole_context, use_split_attention
@@ -287,7 +287,7 @@ def paired_step(forward, mask: torch.Tensor, whole_masks: bool, kwargs: dict):
     if isinstance(cache, PairedStaticCache):  # pnd's own 4D mask, or generate's of the conditioned rows extended
         paired["attention_mask"] = cache.step_mask(kwargs.get("attention_mask"))
     elif whole_masks and input_ids.shape[1] == 1:  # one new token: it sees every slot its row attends
-        paired["attention_mask"] = mask.bool()[:, None, None, :]
+        paired["attention_mask"] = additive_mask(mask.bool()[:, None, None, :], cache.layers[0].keys.dtype)
     positions = kwargs["position_ids"]
     batch_dim = 0 if positions.ndim == 2 else 1
     prior_positions = positions - cache.prior_position_offset.unsqueeze(-1)
