@@ -230,9 +230,10 @@ def test_settings_out_of_range_are_refused_with_the_range(make, message):
 def test_models_the_interventions_cannot_reach_are_refused_with_the_reason(models):
     model, processor, _ = models("llava_onevision")
     inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
-    with pytest.raises(ValueError, match="acts in no layer of this model's 2 decoder layers"):
+    with pytest.raises(ValueError, match=r"acts in no layer of this model's 2 decoder layers \(start_layer=2, "
+                                         r"end_layer=32\): choose layers in \[0, 2\)"):
         generate(model, inputs, pnd.PAI())  # the paper's start_layer 2 on a 2-layer model
-    with pytest.raises(ValueError, match="acts in no layer"):
+    with pytest.raises(ValueError, match=r"acts in no layer .*\(layer=2\)"):
         generate(model, inputs, pnd.ONLY(layer=2))
     hybrid, hybrid_processor = tiny_model("qwen3_5")
     pnd.attach(hybrid)

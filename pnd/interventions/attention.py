@@ -27,6 +27,7 @@ class AmplifyVisualAttention(AttentionIntervention):
 
     def __init__(self, alpha: float, start_layer: int, end_layer: int):
         self.alpha, self.start_layer, self.end_layer = alpha, start_layer, end_layer
+        self.where = f"start_layer={start_layer}, end_layer={end_layer}"
 
     def layers(self, n_layers: int) -> range:
         return range(self.start_layer, min(self.end_layer, n_layers))
@@ -45,6 +46,7 @@ class DeactivateHeads(AttentionIntervention):
 
     def __init__(self, layer: int):
         self.layer = layer
+        self.where = f"layer={layer}"
 
     def layers(self, n_layers: int) -> range:
         return range(self.layer, self.layer + 1) if self.layer < n_layers else range(0)

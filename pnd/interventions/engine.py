@@ -42,6 +42,7 @@ class AttentionIntervention:
 
     rows: str = "conditioned"
     name: str = "intervention"
+    where: str = ""  # the settings that name its layers, for an error (e.g. "start_layer=2, end_layer=32")
 
     def layers(self, n_layers: int) -> range:
         """The decoder layers it acts in, for a language model of `n_layers` layers."""
@@ -199,8 +200,8 @@ def reach(model, interventions: Sequence[AttentionIntervention]) -> dict:
     for intervention in interventions:
         wanted = intervention.layers(len(layers))
         if not wanted:
-            raise ValueError(f"{intervention.name} acts in no layer of this model's {len(layers)} decoder layers: "
-                             f"choose layers in [0, {len(layers)}).")
+            raise ValueError(f"{intervention.name} acts in no layer of this model's {len(layers)} decoder layers "
+                             f"({intervention.where}): choose layers in [0, {len(layers)}).")
         if implementation != _PND_SDPA:
             raise ValueError(f"{intervention.name} changes the language model's attention weights, which pnd reaches "
                              f"in SDPA attention; this model runs {implementation!r}. Load the model with "
