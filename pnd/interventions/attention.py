@@ -27,7 +27,10 @@ class AmplifyVisualAttention(AttentionIntervention):
 
     def __init__(self, alpha: float, start_layer: int, end_layer: int):
         self.alpha, self.start_layer, self.end_layer = alpha, start_layer, end_layer
-        self.where = f"start_layer={start_layer}, end_layer={end_layer}"
+
+    @property
+    def where(self) -> str:
+        return f"start_layer={self.start_layer}, end_layer={self.end_layer}"
 
     def layers(self, n_layers: int) -> range:
         return range(self.start_layer, min(self.end_layer, n_layers))
@@ -46,7 +49,10 @@ class DeactivateHeads(AttentionIntervention):
 
     def __init__(self, layer: int):
         self.layer = layer
-        self.where = f"layer={layer}"
+
+    @property
+    def where(self) -> str:
+        return f"layer={self.layer}"
 
     def layers(self, n_layers: int) -> range:
         return range(self.layer, self.layer + 1) if self.layer < n_layers else range(0)

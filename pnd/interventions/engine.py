@@ -42,7 +42,7 @@ class AttentionIntervention:
 
     rows: str = "conditioned"
     name: str = "intervention"
-    where: str = ""  # the settings that name its layers, for an error (e.g. "start_layer=2, end_layer=32")
+    where: str = ""  # the settings that choose its layers, for an error (e.g. "start_layer=2, end_layer=32")
 
     def layers(self, n_layers: int) -> range:
         """The decoder layers it acts in, for a language model of `n_layers` layers."""
