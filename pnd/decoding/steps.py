@@ -172,11 +172,13 @@ def _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior: 
         shared = layer_states(cache) if reuse else None
         prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
                                shared, inputs=kwargs)
-    check_conditioned_logits(outputs.logits[:, -1], "generate")
     if keep_prior or generation.steering is None:
         cache.add_prior(prior)
     logits = outputs.logits[:, -1]
     generation.record(torch.cat([logits, prior.logits.to(logits)]), logits.shape[0])
+    # last: its host sync then waits on the work above already queued, not before it (the cache is pnd's own, and
+    # generate returns nothing of a refused pass)
+    check_conditioned_logits(logits, "generate")
     return outputs
 
 
