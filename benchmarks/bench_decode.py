@@ -66,7 +66,7 @@ from pathlib import Path
 import torch
 from baselines import ALPHA, TEXT_ONLY, NaivePrior, check_tokens, icd_contrast, mitigv_method, mitigv_vcd
 from prompts import video_inputs
-from reporting import hardware, report, static_report
+from reporting import against_the_floor, hardware, report, static_report
 from results import write_section
 from shapes import ARCHS, SIZES, build_model
 from timing import Failed, Measured, generate, measure_all, sync
@@ -86,8 +86,9 @@ METHOD_NAMES = ("vcd", "icd", "m3id", "pai", "only", "vista")  # `--method`: pnd
 
 
 def method_peers(model, inputs, unconditional, args, device) -> tuple[list[tuple[str, dict]], str]:
-    """Part 1 for `args.method` (vcd, icd, m3id): plain, plain on 2 rows, pnd's method and mitigv's; and a line saying
-    whether pnd's and mitigv's greedy tokens are the same."""
+    """Part 1 for `args.method` (vcd, icd, m3id, pai, only, vista): plain, plain on 2 rows, pnd's method and mitigv's;
+    and a note saying whether pnd's and mitigv's greedy tokens are the same, and where pnd's method stands against
+    plain on 2 rows and mitigv's (`against_the_floor`)."""
     doubled = {k: torch.cat([v, v]) for k, v in inputs.items()}
     extra = {"prior_inputs": icd_contrast(inputs)} if args.method == "icd" else {}
     label = args.method.upper()
@@ -114,7 +115,9 @@ def method_peers(model, inputs, unconditional, args, device) -> tuple[list[tuple
     results = measure_all({name: (run, args.tokens) for name, run in runs.items()}, device, args.repeats)
     for name, result in results.items():
         print(name, result, flush=True)
-    return list(results.items()), same
+    floor = against_the_floor(results, label)
+    print(floor)
+    return list(results.items()), f"{same} {floor}"
 
 
 def peers(model, inputs, unconditional, args, device) -> list[tuple[str, dict]]:

@@ -99,3 +99,28 @@ def fixed_cost(measured: dict, setting: str) -> str:
         return line + "."
     difference = statistics.median(a - b for a, b in pairs) * 1e3
     return line + f"; round by round ({len(pairs)} rounds): {difference:.2f} ms, {statistics.median(a / b for a, b in pairs):.2f}x."
+
+
+def against_the_floor(measured: dict, label: str) -> str:
+    """Where pnd's method `label` stands in one run's `measured` ({name: Measured or Failed}, `method_peers`' rows):
+    its per token and prefill against plain on 2 rows (the floor of a pair run in one batched call; issue 45's targets:
+    at most 1.05x per token, VISTA's prefill at most 1.00x), and mitigv's per token over pnd's (target: at least 1.5x)
+    and over plain on 2 rows', the most that any batched pair can gain over mitigv on this hardware.
+
+    Example:
+        >>> from types import SimpleNamespace as Row
+        >>> rows = {"plain, 2 rows": Row(prefill=2.0, token=0.019), "pnd PAI": Row(prefill=1.0, token=0.02)}
+        >>> against_the_floor(rows, "PAI")
+        "pnd's PAI against plain on 2 rows: per token 1.05x, prefill 0.50x."
+        >>> print(against_the_floor({**rows, "mitigv PAI": Row(prefill=1.5, token=0.021)}, "PAI").split(". ")[1])
+        mitigv's per token: 1.05x pnd's, 1.11x plain on 2 rows' (what a batched pair can gain at most here).
+    """
+    two, ours, theirs = (measured.get(name) for name in ("plain, 2 rows", f"pnd {label}", f"mitigv {label}"))
+    if getattr(two, "token", None) is None or getattr(ours, "token", None) is None:
+        return f"pnd's {label} against plain on 2 rows: a row did not run."
+    line = (f"pnd's {label} against plain on 2 rows: per token {ours.token / two.token:.2f}x, prefill "
+            f"{ours.prefill / two.prefill:.2f}x.")
+    if getattr(theirs, "token", None) is None:
+        return line
+    return line + (f" mitigv's per token: {theirs.token / ours.token:.2f}x pnd's, {theirs.token / two.token:.2f}x plain "
+                   "on 2 rows' (what a batched pair can gain at most here).")

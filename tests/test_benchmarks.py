@@ -196,9 +196,10 @@ def test_caption_benchmark_runs_each_setting(tmp_path):
     assert "| 1 | 1 |" in out.read_text()
 
 
-@pytest.mark.parametrize("method", ["vcd", "icd", "m3id"])
+@pytest.mark.parametrize("method", ["vcd", "icd", "m3id", "pai", "only", "vista"])
 def test_decode_benchmark_method_rows(method, tmp_path):
-    """`--method`: plain, plain on 2 rows, pnd's method and mitigv's (LLaVA-OneVision), with their tokens compared."""
+    """`--method`: plain, plain on 2 rows, pnd's method and mitigv's (LLaVA-OneVision), with their tokens compared and
+    pnd's method set against plain on 2 rows and mitigv's."""
     out = tmp_path / "RESULTS.md"
     bench_decode.main(["--size", "tiny", "--frames", "2", "--tokens", "3", "--modes-frames", "0", "--repeats", "1",
                        "--static", "skip", "--method", method, "--out", str(out)])
@@ -207,8 +208,12 @@ def test_decode_benchmark_method_rows(method, tmp_path):
     assert f"## Decoding, {method}: llava_onevision, tiny" in text
     for row in ("| plain |", "| plain, 2 rows |", f"| pnd {label} |"):
         assert row in text
+    assert re.search(rf"pnd's {label} against plain on 2 rows: per token \d+\.\d\dx, prefill \d+\.\d\dx\.", text)
     if importlib.util.find_spec("mitigv"):
-        assert f"| mitigv {label} |" in text and f"Greedy tokens of pnd's {label} and mitigv's: the same" in text
+        # mitigv's PAI prefill attends without a causal mask under SDPA (docs/methods.md, "pnd and mitigv")
+        agreement = "" if method == "pai" else "the same"
+        assert f"| mitigv {label} |" in text and f"Greedy tokens of pnd's {label} and mitigv's: {agreement}" in text
+        assert re.search(r"mitigv's per token: \d+\.\d\dx pnd's, \d+\.\d\dx plain on 2 rows'", text)
 
 
 def test_gpu_parts_writes_each_part_as_it_ends(tmp_path, monkeypatch):
