@@ -13,6 +13,7 @@ from transformers.generation import utils as generation_utils
 import pnd
 from pnd.attachment import attachment_of
 from pnd.decoding.cache import PairedStaticCache
+from pnd.decoding.methods import method
 from pnd.testing.reference import forced_scores, greedy
 
 from helpers import PND_ROOT, PROMPTS, pnd_call_site, tiny_inputs, tiny_model
@@ -242,18 +243,27 @@ class HostSyncs(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+STEP_METHODS = {  # ICD's steps are VCD's (contrast rows in the cache); PAI from layer 0 of the tiny model's 2
+    "cpn": lambda: pnd.PriorNormalized(ALPHA), "vcd": lambda: method("vcd").processor(),
+    "m3id": lambda: method("m3id").processor(), "pai": lambda: pnd.PAI(start_layer=0), "only": pnd.ONLY,
+    "vista": lambda: pnd.VISTA(steer_strength=0.5),
+}
+
+
+@pytest.mark.parametrize("name", STEP_METHODS)
 @pytest.mark.parametrize("cache_implementation", ["static", None])
-def test_a_decoding_step_makes_no_host_sync(tiny, cache_implementation):
+def test_a_decoding_step_makes_no_host_sync(tiny, cache_implementation, name):
     """Issue 47: what pnd adds to a decoding step waits for no device result (no `.item()`, `.tolist()`, `bool()`,
     CPU copy), so that the GPU never idles on pnd's host code and CUDA graphs can capture the step: the count of pnd's
-    host syncs in a generate call does not grow with its steps."""
+    host syncs in a generate call does not grow with its steps, for every method's step (its logits processor
+    included; issue 45's interventions too)."""
     model, processor = tiny("llava_onevision")
     inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
     syncs = {}
     for steps in (2, 6):
         with HostSyncs() as guard:
             pnd.attach(model).generate(**inputs, max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
-                                       logits_processor=[pnd.PriorNormalized(ALPHA)],
+                                       logits_processor=[STEP_METHODS[name]()],
                                        cache_implementation=cache_implementation)
         syncs[steps] = sorted(guard.calls)
     assert syncs[6] == syncs[2], "pnd's host syncs grow with the decoding steps"
