@@ -269,6 +269,23 @@ def test_a_decoding_step_makes_no_host_sync(tiny, cache_implementation, name):
     assert syncs[6] == syncs[2], "pnd's host syncs grow with the decoding steps"
 
 
+@pytest.mark.parametrize("name", ["pai", "only", "vista"])
+def test_interventions_decode_the_same_under_compile_config(tiny, name):
+    """Issue 45: with a static cache and generate's compile_config (what generate does by itself on a GPU), PAI, ONLY
+    and VISTA decode as without it, scores included: their steps run eagerly, where the interventions act (a traced
+    attention runs plain SDPA), so they are never compiled away."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    backend, graphs = counting_backend()
+    eager, compiled = (pnd.attach(model).generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
+                                                  return_dict_in_generate=True, output_scores=True,
+                                                  logits_processor=[STEP_METHODS[name]()], cache_implementation="static",
+                                                  **extra)
+                       for extra in ({}, {"compile_config": compile_config(backend)}))
+    assert torch.equal(compiled.sequences, eager.sequences) and not graphs
+    assert all(torch.equal(a, b) for a, b in zip(compiled.scores, eager.scores, strict=True))
+
+
 class PndTensorCalls(TorchFunctionMode):
     """The torch calls made from pnd's own files, outside its logits processors (where generate's scores are
     combined): what pnd runs on the forward side of a step."""
