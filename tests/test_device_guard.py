@@ -22,7 +22,7 @@ from pnd.testing import random_video
 
 from helpers import PROMPTS, pnd_call_site, tiny_inputs
 
-CHECKED = ("_compat", "architectures", "decoding", "scoring", "attachment.py", "validation.py")  # pnd's model side
+CHECKED = ("_compat", "architectures", "decoding", "interventions", "scoring", "attachment.py", "validation.py")  # pnd's model side
 FACTORIES = {torch.tensor, torch.as_tensor, torch.scalar_tensor, torch.zeros, torch.ones, torch.empty, torch.full,
              torch.arange, torch.linspace, torch.eye, torch.rand, torch.randn, torch.randint, torch.randperm}
 
@@ -85,6 +85,19 @@ def test_the_static_cache_path_builds_no_device_less_tensor(tiny):
     with DeviceLessTensors() as guard:
         model.generate(**inputs, max_new_tokens=STEPS, do_sample=False, cache_implementation="static",
                        logits_processor=[pnd.PriorNormalized(0.5)])
+    assert sorted(guard.found) == [], sorted(guard.found)
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
+def test_the_interventions_build_no_device_less_tensor(tiny, model_type):
+    """PAI, ONLY and VISTA (issue 45) in greedy, beam and static-cache decoding, the packed prefill and M-RoPE."""
+    model, processor = tiny(model_type)
+    pnd.attach(model)
+    inputs = tiny_inputs(processor, model_type, PROMPTS)
+    with DeviceLessTensors() as guard:
+        for make in (lambda: pnd.PAI(start_layer=0), pnd.ONLY, pnd.VISTA):
+            for kwargs in ({}, {"num_beams": 2}, {"cache_implementation": "static"}):
+                model.generate(**inputs, max_new_tokens=STEPS, do_sample=False, logits_processor=[make()], **kwargs)
     assert sorted(guard.found) == [], sorted(guard.found)
 
 
