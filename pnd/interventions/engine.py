@@ -86,13 +86,15 @@ class AttentionSite:
         return self.masked(self.newest_scores()), self.seen
 
     def weights(self, logits: torch.Tensor) -> torch.Tensor:
-        """Softmax of `logits` over the keys in float32, in the query's dtype (as eager attention computes it)."""
-        return torch.softmax(logits, dim=-1, dtype=torch.float32).to(self.query.dtype)
+        """Softmax of `logits` over the keys, in float32 whatever the model's dtype (as eager attention's softmax
+        returns them, before it casts them to the values' dtype): what a selection read from them (ONLY's) needs."""
+        return torch.softmax(logits, dim=-1, dtype=torch.float32)
 
     def attend(self, logits: torch.Tensor) -> torch.Tensor:
-        """`weights(logits)` (rows, heads, 1, k) times the values: (rows, 1, heads, dim), as the attention output is
-        laid out."""
-        weights = _by_key_head(self.weights(logits)[:, :, 0], self.value)  # (rows * kv_heads, heads // kv_heads, k)
+        """`weights(logits)` (rows, heads, 1, k), in the values' dtype, times the values: (rows, 1, heads, dim), as
+        the attention output is laid out."""
+        weights = _by_key_head(self.weights(logits)[:, :, 0].to(self.value.dtype), self.value)  # (rows * kv_heads,
+        # heads // kv_heads, k)
         output = torch.bmm(weights, self.value.reshape(weights.shape[0], -1, self.value.shape[-1]))
         return output.view(self.query.shape[0], 1, self.query.shape[1], -1)
 
