@@ -93,8 +93,8 @@ class AttentionSite:
     def attend(self, logits: torch.Tensor) -> torch.Tensor:
         """`weights(logits)` (rows, heads, 1, k), in the values' dtype, times the values: (rows, 1, heads, dim), as
         the attention output is laid out."""
-        weights = _by_key_head(self.weights(logits)[:, :, 0].to(self.value.dtype), self.value)  # (rows * kv_heads,
-        # heads // kv_heads, k)
+        weights = self.weights(logits)[:, :, 0].to(self.value.dtype)
+        weights = _by_key_head(weights, self.value)  # (rows * kv_heads, heads // kv_heads, k)
         output = torch.bmm(weights, self.value.reshape(weights.shape[0], -1, self.value.shape[-1]))
         return output.view(self.query.shape[0], 1, self.query.shape[1], -1)
 
