@@ -134,6 +134,7 @@ def sequence_mask(inputs, sequence):
     return torch.cat([prompt_mask, prompt_mask.new_ones(sequence.shape[0], sequence.shape[1] - prompt_mask.shape[1])], 1)
 
 
+@torch.no_grad()
 def kept_tokens_logits(model, sequence, kept, positions):
     """Last logits of `kept_tokens_forward`."""
     return kept_tokens_forward(model, sequence, kept, positions)[0].logits[:, -1].float()
