@@ -128,7 +128,8 @@ def test_beam_search_sampling_and_static_cache_match_brute_force(models, name, m
     generated = out.sequences[:, batch["input_ids"].shape[1]:]
     assert_method_scores(model, torch.stack(out.scores, 1),
                          forced(reference_model, batch, generated, reference, banned=eos(model)))  # min_new_tokens'
-    if model_type == "gemma3":  # sliding-window layers: pnd's static cache refuses them, for every method
+    # sliding-window layers: pnd's paired static cache refuses them (VISTA's steps run one row, in a plain StaticCache)
+    if model_type == "gemma3" and name != "vista":
         with pytest.raises(ValueError, match="static cache holds full-attention layers only"):
             generate(model, batch, ours, cache_implementation="static")
         return
@@ -180,6 +181,19 @@ def test_explain_with_each_method_equals_brute_force(models, name):
                                                                                abs=2e-4)
     if name == "vista":
         assert any(t.shift != 0 for t in result.normalized)  # the steering moved its tokens
+
+
+@pytest.mark.parametrize("cache_implementation", [None, "static"])
+def test_vistas_decoding_steps_run_the_conditioned_rows_alone(models, cache_implementation):
+    """VISTA's prior rows serve its prefill's steering vectors only: each decoding step is one language-model call on
+    the batch's own rows (not the pair's 2n), on the dynamic and on the static cache, as plain generate's steps."""
+    model, processor, _ = models("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    calls, _ = language_model_calls(model, lambda: model.generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS,
+                                                                  logits_processor=[pnd.VISTA()],
+                                                                  cache_implementation=cache_implementation))
+    steps = [call["inputs_embeds"].shape[:2] for call in calls if call["inputs_embeds"].shape[1] == 1]
+    assert steps == [(inputs["input_ids"].shape[0], 1)] * (STEPS - 1)
 
 
 @pytest.mark.parametrize("name, ours", [("pai", pnd.PAI(start_layer=0)), ("vista", pnd.VISTA())])
@@ -244,6 +258,10 @@ def test_models_the_interventions_cannot_reach_are_refused_with_the_reason(model
     pnd.attach(eager)
     with pytest.raises(ValueError, match="runs 'eager'.*attn_implementation='sdpa'"):
         generate(eager, tiny_inputs(eager_processor, "llava_onevision", PROMPTS[:1]), pnd.ONLY())
+    altup, altup_processor = tiny_model("gemma3n")  # its layers carry AltUp's streams side by side, not one
+    pnd.attach(altup)
+    with pytest.raises(ValueError, match="VISTA adds its vectors to one residual stream .* Gemma3nForConditional"):
+        generate(altup, tiny_inputs(altup_processor, "gemma3n", PROMPTS[:1]), pnd.VISTA(prior="masked"))
 
 
 def test_registry_builds_pai_and_only_with_the_papers_defaults():

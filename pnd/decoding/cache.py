@@ -207,3 +207,22 @@ class PairedStaticCache(StaticCache):
         self.attention_mask = self.attention_mask[both]
         self.prior_prompt = self.prior_prompt[beam_idx]
         self.prior_position_offset = self.prior_position_offset[..., beam_idx]
+
+
+class SteeredStaticCache(StaticCache):
+    """generate's StaticCache for VISTA (`generate(..., cache_implementation="static")`): it holds the conditioned
+    rows alone, which every decoding step runs steered (the prior rows serve the prefill's steering vectors only, as on
+    a dynamic cache), so that a step costs one row, not two. Its type routes the model's calls to pnd. It tells
+    `generate` it is not compileable: the prefill reads the plain (n, L) attention mask, and VISTA's steps run eagerly.
+
+    Example:
+        >>> from pnd.testing import tiny_model
+        >>> config = tiny_model("llava_onevision")[0].config.get_text_config(decoder=True)
+        >>> cache = SteeredStaticCache(config=config, max_cache_len=64)
+        >>> cache.is_paired, cache.is_compileable
+        (False, False)
+    """
+
+    is_paired = False
+    is_compileable = False
+

@@ -30,8 +30,9 @@ from ..architectures.layers import check_unpadded
 from ..architectures.registry import is_repair
 from ..architectures.reported import bind_processor, carried_expansions, expansions_given, release_processor
 from ..attachment import Attachment, attachment_of, is_attached, remove_attachment
+from ..interventions.steering import SteerLayerOutputs
 from ..validation import check_pixels
-from .cache import PairedCache, PairedStaticCache
+from .cache import PairedCache, PairedStaticCache, SteeredStaticCache
 from .contrast import CONTRASTS, prepare_contrast, without_padding
 from .generation import Generation, running
 from .logits_processor import PairedProcessor
@@ -180,7 +181,8 @@ def _generate_carried(model, attachment: Attachment, *args, logits_processor=Non
 
 def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: dict):
     """The cache of a paired generate call: a `PairedCache`, or with cache_implementation="static" a
-    `PairedStaticCache` sized as generate sizes its own, whose decoding steps run compiled where generate's would."""
+    `PairedStaticCache` sized as generate sizes its own, whose decoding steps run compiled where generate's would
+    (VISTA's: a `SteeredStaticCache`, its steps eager)."""
     text_config = model.config.get_text_config(decoder=True)
     prompt = args[0] if args else kwargs.get("input_ids")
     if prompt is None:
@@ -199,9 +201,12 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     attachment = generation.attachment
     given_len = given.get_max_length() if isinstance(given, StaticCache) else 0
     attachment.static_cache_len = max(max_length - 1, config.max_cache_len or 0, given_len, attachment.static_cache_len)
-    cache = PairedStaticCache(text_config, max_cache_len=attachment.static_cache_len)
     kwargs["cache_implementation"] = None  # generate takes a cache or a cache_implementation, not both
     kwargs.pop("max_cache_len", None)  # used here
+    if any(isinstance(i, SteerLayerOutputs) for i in generation.normalizer.interventions):  # VISTA: steps of one row
+        kwargs["disable_compile"] = True
+        return SteeredStaticCache(config=text_config, max_cache_len=attachment.static_cache_len)
+    cache = PairedStaticCache(text_config, max_cache_len=attachment.static_cache_len)
     if compiles_decoding(model, config):  # each paired step is one call of the model's own compiled call, which pairs
         kwargs["disable_compile"] = True  # the step's inputs itself (the glue traced with the model, `PAIRED_STEP`)
         steps = _generating_model(model, attachment.architecture) if attachment.architecture.embeds_prompt else model

@@ -31,7 +31,7 @@ from ..attachment import Attachment, attachment_of
 from ..interventions.engine import AttentionIntervention, intervening, reach
 from ..interventions.steering import SteerLayerOutputs, steering_prefill
 from ..validation import check_conditioned_logits
-from .cache import PairedCache, PairedStaticCache, additive_mask
+from .cache import PairedCache, PairedStaticCache, SteeredStaticCache, additive_mask
 from .contrast import contrast_prefill
 from .generation import prior_terms, running_generation
 from .packed import packed_prefill, packs_prior, sdpa_over_whole_context, use_split_attention
@@ -79,7 +79,7 @@ def _routed(model, attachment: Attachment | None, forward, args: tuple, kwargs: 
     cache = kwargs.get("past_key_values")
     if kwargs.pop(PAIRED_STEP, False):
         return paired_step(forward, cache.attention_mask, False, kwargs)
-    if not isinstance(cache, (PairedCache, PairedStaticCache)):
+    if not isinstance(cache, (PairedCache, PairedStaticCache, SteeredStaticCache)):
         return forward(*args, **kwargs)  # no graph break where torch.compile traces a plain call
     return _paired_call(model, attachment or attachment_of(model), *args, forward=forward, **kwargs)
 
@@ -105,7 +105,7 @@ def _paired_call(model, attachment: Attachment, *args, forward=None, **kwargs):
     if generation.steering is not None and not cache.is_paired:  # VISTA after its prefill: no prior rows
         return _steered_step(generation, kwargs, forward)
     if not cache.is_paired:
-        return _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior=False)
+        return _prefill(model, attachment, generation, cache, kwargs, forward)
     return _decode_step(generation, cache, kwargs, forward)
 
 
@@ -136,9 +136,9 @@ def _prompt_ids(generation, kwargs: dict) -> tuple[torch.Tensor, bool]:
     return prompt.repeat_interleave(embeds.shape[0] // prompt.shape[0], dim=0), True
 
 
-def _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior: bool = True):
+def _prefill(model, attachment, generation, cache, kwargs, forward):
     """The conditioned prompt and the prior rows on its text tokens alone (one call when packable), one cache.
-    VISTA's prior rows serve its prefill only: without `keep_prior` (a dynamic cache) the cache keeps none of them."""
+    VISTA's prior rows serve its prefill only: the cache keeps none of them."""
     input_ids, embedded = _prompt_ids(generation, kwargs)
     if embedded and (generation.contrast, generation.conversation, generation.blank_outputs) != (None, None, None):
         raise ValueError(EMBEDDED_PROMPT)
@@ -172,7 +172,7 @@ def _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior: 
         shared = layer_states(cache) if reuse else None
         prior = masked_prefill(model, input_ids, kwargs.get("attention_mask"), kwargs["position_ids"], mode,
                                shared, inputs=kwargs)
-    if keep_prior or generation.steering is None:
+    if generation.steering is None:
         cache.add_prior(prior)
     logits = outputs.logits[:, -1]
     generation.record(torch.cat([logits, prior.logits.to(logits)]), logits.shape[0])
@@ -183,7 +183,7 @@ def _prefill(model, attachment, generation, cache, kwargs, forward, keep_prior: 
 
 
 def _steered_step(generation, kwargs: dict, forward):
-    """A decoding step of VISTA on a dynamic cache: the conditioned rows alone, each layer's output steered."""
+    """A decoding step of VISTA: the conditioned rows alone, each layer's output steered."""
     outputs = _conditioned(generation, forward)(**kwargs)
     generation.record(outputs.logits[:, -1], outputs.logits.shape[0])
     return outputs

@@ -173,7 +173,7 @@ class VISTA(PairedProcessor):
         x = scores.float()
         if not self.needs_prior:
             return x
-        log_z, _ = generation.pop()  # the prior rows served the prefill's vectors only (a static cache keeps them)
+        log_z, _ = generation.pop()  # the prior rows served the prefill's vectors only
         log_steered = x if generation.scores_are_logprobs else x - log_z.to(x.device)
         trace_step(log_steered, None)  # no second distribution at decoding
         return log_steered.masked_fill(torch.isneginf(x), -math.inf)

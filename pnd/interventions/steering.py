@@ -83,6 +83,10 @@ def _states(model, captured: dict) -> torch.Tensor:
     final norm)."""
     decoder = model.get_decoder()
     states = [captured[index] for index in range(len(captured))]
+    if states[0].ndim != 3:
+        raise ValueError(f"VISTA adds its vectors to one residual stream per decoder layer (rows, tokens, hidden); the "
+                         f"decoder layers of {type(model).__name__} output {states[0].ndim}-D states (Gemma 3n: its "
+                         "AltUp streams side by side). Use another method on this model.")
     states[-1] = decoder.norm(states[-1])
     return torch.stack(states, 1)
 
