@@ -196,6 +196,19 @@ def test_vistas_decoding_steps_run_the_conditioned_rows_alone(models, cache_impl
     assert steps == [(inputs["input_ids"].shape[0], 1)] * (STEPS - 1)
 
 
+@pytest.mark.parametrize("cache_implementation", [None, "static"])
+def test_vista_on_recurrent_layers_matches_brute_force(models, cache_implementation):
+    """VISTA steers layer outputs, which a recurrent layer (Qwen3.5's Gated DeltaNet) has too: greedy on a padded batch
+    equals the reference, on the dynamic cache and on a static one (generate's own StaticCache, with its recurrent
+    layers; pnd's paired static cache refuses them)."""
+    model, processor, reference_model = models("qwen3_5")
+    ours, (combine, prior, conditioned) = vista()
+    inputs = tiny_inputs(processor, "qwen3_5", PROMPTS)
+    out = generate(model, inputs, ours, cache_implementation=cache_implementation)
+    tokens, _ = method_greedy(reference_model, inputs, STEPS, combine, prior, banned=eos(model), conditioned=conditioned)
+    assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1]:], tokens)
+
+
 @pytest.mark.parametrize("name, ours", [("pai", pnd.PAI(start_layer=0)), ("vista", pnd.VISTA())])
 def test_prefill_packs_the_prior_tokens(models, name, ours):
     """The prior's text tokens ride in the prompt's call (docs/methods.md): PAI's prefill is one language-model call,

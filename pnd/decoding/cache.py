@@ -225,4 +225,3 @@ class SteeredStaticCache(StaticCache):
 
     is_paired = False
     is_compileable = False
-
