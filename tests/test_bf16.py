@@ -10,8 +10,9 @@ for bit alike (a gap of 0), while pnd's prior pass, a forward over other key slo
 rounds some logits one step apart. pnd's scores are then compared with the reference's, teacher-forced on pnd's own
 tokens (a flipped near-tie does not end the comparison), on a bf16 copy of a few tiny models: attention only
 (LLaVA-OneVision; Qwen2-VL, M-RoPE; Gemma 3, sliding window and bidirectional image block), recurrent layers
-(Qwen3.5), an expansion the processor reports (SmolVLM); greedy, and sampling on one. An error below the floor (a
-subtraction rounded to bf16) is the float32 suite's to find.
+(Qwen3.5), an expansion the processor reports (SmolVLM); greedy, and sampling on one. PAI and VISTA are compared so
+with their references too, and ONLY's head selection on bf16 attention logits with the reference's. An error below
+the floor (a subtraction rounded to bf16) is the float32 suite's to find.
 """
 
 import copy
@@ -107,7 +108,7 @@ INTERVENTIONS = {  # processor, (combine, prior, conditioned) of the reference (
 def test_bf16_interventions_match_the_reference_within_bf16s_floor(tiny, model_type, name):
     """Issue 45 in bfloat16: PAI and VISTA against their brute-force references on a never-attached bf16 copy, teacher-
     forced on pnd's tokens. (ONLY's scores jump where a head's TVER crosses the layer's mean, which on these tiny
-    models can sit 0.04% from it: its selection's precision is `test_only_selects_heads_from_float32_weights`'.)"""
+    models can sit 0.04% from it: `test_only_selects_heads_from_float32_weights` checks its selection instead.)"""
     model, processor = bf16_copy(tiny, model_type)
     pnd.detach(model)
     reference_model = copy.deepcopy(model)  # never attached
