@@ -22,7 +22,8 @@ from pnd.testing import random_video
 
 from helpers import PROMPTS, pnd_call_site, tiny_inputs
 
-CHECKED = ("_compat", "architectures", "decoding", "interventions", "scoring", "attachment.py", "validation.py")  # pnd's model side
+CHECKED = ("_compat", "architectures", "decoding", "interventions", "scoring", "attachment.py",  # pnd's model side
+           "validation.py")
 FACTORIES = {torch.tensor, torch.as_tensor, torch.scalar_tensor, torch.zeros, torch.ones, torch.empty, torch.full,
              torch.arange, torch.linspace, torch.eye, torch.rand, torch.randn, torch.randint, torch.randperm}
 

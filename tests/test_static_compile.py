@@ -277,10 +277,10 @@ def test_interventions_decode_the_same_under_compile_config(tiny, name):
     model, processor = tiny("llava_onevision")
     inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
     backend, graphs = counting_backend()
-    eager, compiled = (pnd.attach(model).generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
-                                                  return_dict_in_generate=True, output_scores=True,
-                                                  logits_processor=[STEP_METHODS[name]()], cache_implementation="static",
-                                                  **extra)
+    eager, compiled = (pnd.attach(model).generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS,
+                                                  do_sample=False, return_dict_in_generate=True, output_scores=True,
+                                                  logits_processor=[STEP_METHODS[name]()],
+                                                  cache_implementation="static", **extra)
                        for extra in ({}, {"compile_config": compile_config(backend)}))
     assert torch.equal(compiled.sequences, eager.sequences) and not graphs
     assert all(torch.equal(a, b) for a, b in zip(compiled.scores, eager.scores, strict=True))
