@@ -30,7 +30,7 @@ from ..architectures.layers import check_unpadded
 from ..architectures.registry import is_repair
 from ..architectures.reported import bind_processor, carried_expansions, expansions_given, release_processor
 from ..attachment import Attachment, attachment_of, is_attached, remove_attachment
-from ..interventions.steering import SteerLayerOutputs
+from ..interventions.steering import steering_strength
 from ..validation import check_pixels
 from .cache import PairedCache, PairedStaticCache, SteeredStaticCache
 from .contrast import CONTRASTS, prepare_contrast, without_padding
@@ -203,8 +203,8 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     attachment.static_cache_len = max(max_length - 1, config.max_cache_len or 0, given_len, attachment.static_cache_len)
     kwargs["cache_implementation"] = None  # generate takes a cache or a cache_implementation, not both
     kwargs.pop("max_cache_len", None)  # used here
-    if any(isinstance(i, SteerLayerOutputs) for i in generation.normalizer.interventions):  # VISTA: steps of one row
-        kwargs["disable_compile"] = True
+    if steering_strength(generation.normalizer.interventions) is not None:  # VISTA: steps of one row, eager (a
+        # cache that is not compileable: generate compiles nothing)
         return SteeredStaticCache(config=text_config, max_cache_len=attachment.static_cache_len)
     cache = PairedStaticCache(text_config, max_cache_len=attachment.static_cache_len)
     if compiles_decoding(model, config):  # each paired step is one call of the model's own compiled call, which pairs

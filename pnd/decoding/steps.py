@@ -29,7 +29,7 @@ from .._compat.repairs import indexer_keys
 from ..architectures.reported import EXPANSION_KEY
 from ..attachment import Attachment, attachment_of
 from ..interventions.engine import AttentionIntervention, intervening, reach
-from ..interventions.steering import SteerLayerOutputs, steering_prefill
+from ..interventions.steering import steering_prefill, steering_strength
 from ..validation import check_conditioned_logits
 from .cache import PairedCache, PairedStaticCache, SteeredStaticCache, additive_mask
 from .contrast import contrast_prefill
@@ -148,7 +148,7 @@ def _prefill(model, attachment, generation, cache, kwargs, forward):
     _reach_interventions(model, generation, input_ids)
     generation.whole_masks = sdpa_over_whole_context(model)
     conditioned = _conditioned(generation, forward)
-    steering = next((i.strength for i in generation.normalizer.interventions if isinstance(i, SteerLayerOutputs)), None)
+    steering = steering_strength(generation.normalizer.interventions)
     packs = attachment.prefill == "auto" and not attachment.architecture.embeds_prompt and packs_prior(model, kwargs)
     if steering is not None:  # VISTA: its vectors first, from an unsteered pass and the prior rows
         outputs, prior = steering_prefill(model, generation, conditioned, kwargs, input_ids, steering,

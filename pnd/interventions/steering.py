@@ -42,6 +42,11 @@ class SteerLayerOutputs:
         self.strength = strength
 
 
+def steering_strength(interventions) -> float | None:
+    """The strength of VISTA's steering among a processor's `interventions`; None where none steers."""
+    return next((i.strength for i in interventions if isinstance(i, SteerLayerOutputs)), None)
+
+
 def _hidden(output) -> torch.Tensor:
     return output[0] if isinstance(output, tuple) else output
 
