@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import torch
 
 from .._compat.repairs import accept_4d_masks
-from .registry import Architecture, register, repair
+from .registry import Architecture, register, unwrap, wrap
 
 
 @dataclass(frozen=True)
@@ -102,12 +102,11 @@ class Kosmos2Architecture(Architecture):
         return (mask.cumsum(-1) * mask + pad)[:, -length:]
 
     def prepare(self, model) -> None:
-        if "forward" not in vars(model):
-            model.forward = repair(_text_forward(model, model.forward))
+        wrap(model, "forward", lambda forward: _text_forward(model, forward))
         accept_4d_masks(model.text_model.model)
 
     def unprepare(self, model) -> None:
-        vars(model).pop("forward", None)
+        unwrap(model, "forward")
         accept_4d_masks(model.text_model.model, undo=True)
 
 
@@ -149,11 +148,10 @@ class Kosmos2_5Architecture(Kosmos2Architecture):
         return [config.text_config.bos_token_id] * config.latent_query_num
 
     def prepare(self, model) -> None:
-        if "forward" not in vars(model):
-            model.forward = repair(_realigned_forward(self, model, model.forward))
+        wrap(model, "forward", lambda forward: _realigned_forward(self, model, forward))
 
     def unprepare(self, model) -> None:
-        vars(model).pop("forward", None)
+        unwrap(model, "forward")
 
 
 def _realigned_forward(architecture: Kosmos2_5Architecture, model, forward):

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .registry import Architecture, register
+from .registry import Architecture, register, unwrap, wrap
 
 
 @dataclass(frozen=True)
@@ -83,15 +83,12 @@ class QFormerArchitecture(Architecture):
                              f"({model.config.text_config.model_type}): its decoder cross-attends to the image's "
                              "queries, with no visual span in its prompt to hide. pnd serves the decoder-only ones "
                              "(OPT, Vicuna/Llama).")
-        name = _FEATURES[self.frames > 1]
-        if name not in vars(model):
-            setattr(model, name, _without_language_keywords(getattr(model, name)))
-        if "forward" not in vars(model):
-            model.forward = _text_forward(model, model.forward)
+        wrap(model, _FEATURES[self.frames > 1], _without_language_keywords)
+        wrap(model, "forward", lambda forward: _text_forward(model, forward))
 
     def unprepare(self, model) -> None:
         for name in (_FEATURES[self.frames > 1], "forward"):
-            vars(model).pop(name, None)
+            unwrap(model, name)
 
 
 _FEATURES = ("get_image_features", "get_video_features")

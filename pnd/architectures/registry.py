@@ -47,6 +47,34 @@ def is_repair(function) -> bool:
     return getattr(function, _REPAIR, False)
 
 
+def wrap(owner, name: str, make) -> None:
+    """Set `owner.<name>` to the `repair` `make(owner.<name>)`, unless one is there already. What it wraps may be an
+    instance attribute (accelerate's device hook on a dispatched model's forward): `unwrap` puts that back.
+
+    Example:
+        >>> import types
+        >>> owner = types.SimpleNamespace(forward=len)  # an instance attribute, as accelerate's hook is
+        >>> wrap(owner, "forward", lambda forward: lambda text: forward(text) + 1)
+        >>> owner.forward("abc"), is_repair(owner.forward)
+        (4, True)
+        >>> unwrap(owner, "forward"); owner.forward is len
+        True
+    """
+    if is_repair(vars(owner).get(name)):
+        return
+    wrapped = vars(owner).get(name)
+    function = repair(make(getattr(owner, name)))
+    function._pnd_wrapped = wrapped
+    setattr(owner, name, function)
+
+
+def unwrap(owner, name: str) -> None:
+    """Undo `wrap`: the instance attribute it wrapped back, or none."""
+    function = vars(owner).pop(name, None)
+    if getattr(function, "_pnd_wrapped", None) is not None:
+        setattr(owner, name, function._pnd_wrapped)
+
+
 @dataclass(frozen=True)
 class Architecture:
     """What pnd needs to know about one family of vision-language models.

@@ -114,7 +114,9 @@ def packed_prefill(model, forward, kwargs: dict, mode: str):
             packed[key] = torch.cat([kwargs[key], kwargs[key].new_zeros(kwargs[key].shape[0], extra)], 1)
     packed["position_ids"] = torch.cat([position_ids, slots.positions], -1)
     packed["attention_mask"] = _packed_mask(attention_mask.bool(), slots)
-    packed["logits_to_keep"] = torch.tensor([length - 1, length + extra - 1], device=input_ids.device)
+    # the last prompt token's and the last prior token's (extra >= 1: a prompt ends with text), as a slice: no index
+    # tensor to place on the device of the last layer (`device_map="auto"` over several GPUs)
+    packed["logits_to_keep"] = slice(length - 1, None, extra)
     use_split_attention(model)  # attach did it; again if the model was switched back to SDPA since
     with _packed_attention(length, unpadded=bool(attention_mask.all()), prefix=slots.prefix):
         outputs = forward(**packed)

@@ -27,7 +27,7 @@ from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 from .._compat.generation import compiles_decoding, generation_config, position_ids_for_generation
 from ..architectures import architecture_for
 from ..architectures.layers import check_unpadded
-from ..architectures.registry import is_repair
+from ..architectures.registry import is_repair, unwrap, wrap
 from ..architectures.reported import bind_processor, carried_expansions, expansions_given, release_processor
 from ..attachment import Attachment, attachment_of, is_attached, remove_attachment
 from ..interventions.steering import steering_strength
@@ -100,8 +100,7 @@ def attach(model, processor=None, *, prefill: str = "auto"):
     model.forward = forward
     model.generate = generate
     if architecture.embeds_prompt:  # its generate runs the language model's generate, whose forward calls get paired
-        inner = _generating_model(model, architecture)
-        inner.forward = language_model_forward(model, inner.forward)
+        wrap(_generating_model(model, architecture), "forward", lambda forward: language_model_forward(model, forward))
     attachment.added = tuple(sorted(set(vars(model)) - before))
     use_split_attention(model)
     if processor is not None:  # attached: its outputs now carry their expansions
@@ -133,7 +132,7 @@ def detach(model) -> None:
         vars(model).pop(name, None)
     stop_split_attention(model)
     if attachment.architecture.embeds_prompt:
-        vars(_generating_model(model, attachment.architecture)).pop("forward", None)
+        unwrap(_generating_model(model, attachment.architecture), "forward")
     attachment.architecture.unprepare(model)
     for name, value in attachment.replaced.items():
         setattr(model, name, value)

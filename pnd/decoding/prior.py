@@ -139,12 +139,13 @@ def lay_out_prior(slots: PriorSlots, states: torch.Tensor, computed_from: int) -
     """Prior keys or values (batch, heads, L, dim) from `states` holding the reused slots [0, prefix) and the
     computed tokens from `computed_from` on; visual and padding slots are zero."""
     batch, length = slots.text.shape
+    device = states.device  # the layer's, on a model split over devices (`device_map="auto"`)
     laid_out = states.new_zeros(batch, states.shape[1], length, states.shape[-1])
-    target = slots.targets[:, None, :, None].expand(-1, states.shape[1], -1, states.shape[-1])
-    computed = states[:, :, computed_from:].where(slots.computed[:, None, :, None], 0)  # padding entries: zeros
+    target = slots.targets.to(device)[:, None, :, None].expand(-1, states.shape[1], -1, states.shape[-1])
+    computed = states[:, :, computed_from:].where(slots.computed.to(device)[:, None, :, None], 0)  # padding: zeros
     laid_out.scatter_(2, target, computed)
     # after the scatter: a row's padding entries point at slots it does not compute, reused ones among them
-    reused = slots.reused[:, None, : slots.prefix, None]
+    reused = slots.reused.to(device)[:, None, : slots.prefix, None]
     laid_out[:, :, : slots.prefix] = torch.where(reused, states[:, :, : slots.prefix], laid_out[:, :, : slots.prefix])
     return laid_out
 
@@ -235,7 +236,8 @@ def _in_slot_prefill(model, config, input_ids, attention_mask, position_ids, mod
             use_cache=True).last_hidden_state
 
     def computed(states):  # the computed tokens' states, in the order `lay_out_prior` expects them
-        return states.gather(2, slots.index[:, None, :, None].expand(-1, states.shape[1], -1, states.shape[-1]))
+        index = slots.index.to(states.device)[:, None, :, None]  # the layer's device (`device_map="auto"`)
+        return states.gather(2, index.expand(-1, states.shape[1], -1, states.shape[-1]))
 
     layers = [map_states(computed, state) for state in layer_states(cache)]
     return assemble_prefill(slots, output_logits(model, hidden[:, -1]), layers, position_ids, computed_from=0)

@@ -154,20 +154,22 @@ def attention_with_interventions(module, query, key, value, attention_mask, atte
             continue
         scaling = kwargs.get("scaling") or query.shape[-1] ** -0.5
         site = AttentionSite(module, query[rows], key[rows], value[rows], scaling,
-                             *_key_slots(call, rows, key.shape[2], attention_mask))
+                             *_key_slots(call, rows, key, attention_mask))
         start, stop, _ = rows.indices(output.shape[0])
         output = torch.cat([output[:start], intervention.apply(site, output[rows]), output[stop:]])
     return output, weights
 
 
-def _key_slots(call: _Call, rows: slice, keys: int, mask: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-    """(visual, seen, unseen), each (rows, 1, 1, keys), of `rows` over a layer's `keys` key slots under its `mask`:
-    computed once per call for all the layers that share them (a layer kind's mask, one key length)."""
-    memo = (rows.start, rows.stop, keys, id(mask))
+def _key_slots(call: _Call, rows: slice, key: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """(visual, seen, unseen), each (rows, 1, 1, keys), of `rows` over a layer's `key` slots under its `mask`, on the
+    layer's device: computed once per call for all the layers that share them (a layer kind's mask, one key length,
+    one device: a model split over several, `device_map="auto"`, has layers on each)."""
+    keys = key.shape[2]
+    memo = (rows.start, rows.stop, keys, id(mask), key.device)
     known = call.keys.get(memo)
     if known is not None and known[0] is mask:
         return known[1:]
-    visual = call.visual[rows]  # a static cache's keys: every slot; a sliding window's: the last ones
+    visual = call.visual[rows].to(key.device)  # a static cache's keys: every slot; a sliding window's: the last ones
     visual = torch.nn.functional.pad(visual, (0, keys - visual.shape[1])) if keys >= visual.shape[1] \
         else visual[:, -keys:]
     visual = visual[:, None, None]

@@ -63,7 +63,7 @@ def _layer_hook(index: int, module, args, output):
     if call is None or call.steering is None or "conditioned" not in call.rows:
         return None
     hidden, rows = _hidden(output), call.rows["conditioned"]
-    vectors = call.steering[:, index, None].to(hidden.dtype)
+    vectors = call.steering[:, index, None].to(hidden.device, hidden.dtype)  # the layer's (`device_map="auto"`)
     if rows == slice(None):  # every row of the call (a decoding step on a dynamic cache): no copy of the others
         hidden = hidden + vectors
     else:
@@ -93,7 +93,7 @@ def _states(model, captured: dict) -> torch.Tensor:
                          f"decoder layers of {type(model).__name__} output {states[0].ndim}-D states (Gemma 3n: its "
                          "AltUp streams side by side). Use another method on this model.")
     states[-1] = decoder.norm(states[-1])
-    return torch.stack(states, 1)
+    return torch.stack([state.to(states[0].device) for state in states], 1)  # layers on several devices: the first's
 
 
 def steering_prefill(model, generation, conditioned, kwargs: dict, input_ids: torch.Tensor, strength: float,

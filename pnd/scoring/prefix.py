@@ -95,7 +95,7 @@ def _teacher_forced_packed(model, prefix: Prefix, chunk: list[list[int]]) -> tor
     with the prefix's KV held once instead of once per caption (SDPA with a boolean 4-D mask). Not for
     recurrent layers, whose state would carry each caption into the next.
     """
-    device = prefix.first_logits.device
+    device = prefix.input_ids.device  # the inputs' (the logits': the head's, on a model split over devices)
     lengths = torch.tensor([len(t) for t in chunk], device=device)
     owner = torch.repeat_interleave(torch.arange(len(chunk), device=device), lengths)
     starts = torch.cumsum(lengths, 0) - lengths
@@ -106,8 +106,8 @@ def _teacher_forced_packed(model, prefix: Prefix, chunk: list[list[int]]) -> tor
     mask = torch.cat([prefix.attends.expand(len(owner), -1), own], 1)[None, None]
     cache = cache_from_layers(model.config.get_text_config(decoder=True), prefix.layers, whole_prompt=True)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=prefix.next_positions + steps,
-                   past_key_values=cache, use_cache=True).logits[0]
-    before = torch.cat([prefix.first_logits, logits], 0)  # row f + 1: the logits after flat token f
+                   past_key_values=cache, use_cache=True).logits[0].to(device)
+    before = torch.cat([prefix.first_logits.to(device), logits], 0)  # row f + 1: the logits after flat token f
     predicting = torch.where(steps == 0, 0, flat)  # the row that predicts each token
     token_logprobs = torch.log_softmax(before[predicting].float(), -1).gather(1, ids[0, :, None])[:, 0]
     return torch.zeros(len(chunk), device=device).index_add_(0, owner, token_logprobs)
@@ -117,7 +117,7 @@ def forced_logprobs(model, prefix: Prefix, chunk: list[list[int]]):
     """(log-probabilities over the vocabulary at each token of each text, (n, longest, vocab); ids; mask):
     one right-padded row per text over a copy of the prefix's KV each."""
     n, longest = len(chunk), max(len(t) for t in chunk)
-    device = prefix.first_logits.device
+    device = prefix.input_ids.device  # the inputs' (the logits': the head's, on a model split over devices)
     ids = torch.zeros(n, longest, dtype=torch.long, device=device)
     mask = torch.zeros(n, longest, dtype=torch.long, device=device)
     for i, t in enumerate(chunk):  # right-padded: padding comes after every real token
@@ -130,6 +130,6 @@ def forced_logprobs(model, prefix: Prefix, chunk: list[list[int]]):
     attention_mask = torch.cat([prefix.attends.long().expand(n, -1), mask], 1)
     with indexer_keys(attention_mask):  # slot-anchored indexers (MiniMax-M3) choose among the attended keys
         logits = model(input_ids=ids, attention_mask=attention_mask, position_ids=positions,
-                       past_key_values=cache, use_cache=True).logits
-    logits = torch.cat([prefix.first_logits.expand(n, 1, -1), logits[:, :-1]], 1).float()
+                       past_key_values=cache, use_cache=True).logits.to(device)
+    logits = torch.cat([prefix.first_logits.to(device).expand(n, 1, -1), logits[:, :-1]], 1).float()
     return torch.log_softmax(logits, -1), ids, mask
