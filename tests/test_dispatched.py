@@ -32,6 +32,8 @@ from pnd.testing.reference import greedy
 from helpers import PROMPTS, pnd_call_site
 
 DEVICE_OF = torch.Tensor.device.__get__
+# accelerate warns of a device map's parameter keys (`model.image_newline`), which it places all the same
+pytestmark = pytest.mark.filterwarnings("ignore:The following device_map keys do not match any submodules")
 PND = ("_compat", "architectures", "decoding", "interventions", "scoring", "attachment.py", "validation.py")
 
 

@@ -27,6 +27,7 @@ from .reported import bound_processor, given_expansions, recalled_expansion
 _REGISTRY: dict[str, Architecture] = {}
 _REGISTERED_IN: dict[str, str] = {}  # model type -> the module that registered it
 _REPAIR = "_pnd_repair"
+_WRAPPED = "_pnd_wrapped"  # on a repair `wrap` set: the instance attribute it wrapped, or None
 
 
 def repair(function):
@@ -64,15 +65,15 @@ def wrap(owner, name: str, make) -> None:
         return
     wrapped = vars(owner).get(name)
     function = repair(make(getattr(owner, name)))
-    function._pnd_wrapped = wrapped
+    setattr(function, _WRAPPED, wrapped)
     setattr(owner, name, function)
 
 
 def unwrap(owner, name: str) -> None:
     """Undo `wrap`: the instance attribute it wrapped back, or none."""
-    function = vars(owner).pop(name, None)
-    if getattr(function, "_pnd_wrapped", None) is not None:
-        setattr(owner, name, function._pnd_wrapped)
+    wrapped = getattr(vars(owner).pop(name, None), _WRAPPED, None)
+    if wrapped is not None:
+        setattr(owner, name, wrapped)
 
 
 @dataclass(frozen=True)
