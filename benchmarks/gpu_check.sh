@@ -4,7 +4,7 @@
 #   bash benchmarks/gpu_check.sh OUTDIR [SECONDS]
 # 0. `pnd check` on CUDA in fp32 and bf16 (OUTDIR/check_*.txt); 1. the suite on CUDA in fp32 (PND_TEST_DEVICE=cuda),
 #    in chunks; each prints its failures with their reasons as it ends and leaves its log in OUTDIR (OUTDIR/summary.txt
-#    gathers them); 2. the bf16 subset (tests/test_bf16.py); 3. the 7B-shape benchmark parts (benchmarks/gpu_parts.py,
+#    gathers them); 2. the bf16 and fp16 subset (tests/test_bf16.py); 3. the 7B-shape benchmark parts (benchmarks/gpu_parts.py,
 #    2 repeats), each table written to OUTDIR as it ends, in the order of the open questions: static (issue 47's
 #    per-step cost), vcd and icd (their prefill), peers, pai, only, vista (issue 45's cost), m3id, modes; 4. the prior's
 #    prefill (benchmarks/bench_prefill.py, 5 rounds: where the packed prefill's time goes, OUTDIR/prefill.md).

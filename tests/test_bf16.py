@@ -1,18 +1,19 @@
-"""docs/design.md §3.2 in bfloat16: pnd's normalized decoding on a bf16 model equals the brute-force reference
-(`pnd.testing.reference`) run on the same bf16 model, within a tolerance that comes from bf16's own floor, measured
-here.
+"""docs/design.md §3.2 in bfloat16 and float16 (GPU users load either; many LLaVA checkpoints are float16): pnd's
+normalized decoding on a 16-bit model equals the brute-force reference (`pnd.testing.reference`) run on the same
+model, within a tolerance that comes from the dtype's own floor, measured here.
 
-The floor is what bf16 costs with no pnd at all: plain `generate` against plain from-scratch forwards without a
+The floor is what the dtype costs with no pnd at all: plain `generate` against plain from-scratch forwards without a
 cache (`forced_scores` at alpha 0), teacher-forced on generate's own tokens, the largest gap between their
-log-probabilities (finite entries, every step). It is never taken below one bf16 step at the largest |logit|
+log-probabilities (finite entries, every step). It is never taken below one step of the dtype at the largest |logit|
 (`pnd.testing.check.rounding_step`): a CPU often computes the cached and the uncached forward of a tiny model bit
 for bit alike (a gap of 0), while pnd's prior pass, a forward over other key slots than the reference's masked one,
 rounds some logits one step apart. pnd's scores are then compared with the reference's, teacher-forced on pnd's own
-tokens (a flipped near-tie does not end the comparison), on a bf16 copy of a few tiny models: attention only
+tokens (a flipped near-tie does not end the comparison), on a 16-bit copy of a few tiny models: attention only
 (LLaVA-OneVision; Qwen2-VL, M-RoPE; Gemma 3, sliding window and bidirectional image block), recurrent layers
 (Qwen3.5), an expansion the processor reports (SmolVLM); greedy, and sampling on one. PAI and VISTA are compared so
 with their references too, and ONLY's head selection on bf16 attention logits with the reference's. An error below
-the floor (a subtraction rounded to bf16) is the float32 suite's to find.
+the floor (a subtraction rounded to 16 bits) is the float32 suite's to find. The entry points' and ONLY's checks are
+bfloat16's.
 """
 
 import copy
@@ -41,41 +42,43 @@ STEPS = 6
 ALPHA = 0.5
 CASES = [("llava_onevision", "greedy"), ("qwen2_vl", "greedy"), ("qwen3_5", "greedy"), ("gemma3", "greedy"),
          ("smolvlm", "greedy"), ("llava_onevision", "sample")]
+DTYPES = [torch.bfloat16, torch.float16]
 
 
-def bf16_copy(tiny, model_type):
-    """A bfloat16 copy of the cached tiny model (which stays as it is), attached with its processor."""
+def half_copy(tiny, model_type, dtype=torch.bfloat16):
+    """A `dtype` copy of the cached tiny model (which stays as it is), attached with its processor."""
     model, processor = tiny(model_type)
     pnd.detach(model)  # the copy takes none of pnd's state (the fixture binds its processor again when asked)
-    model = copy.deepcopy(model).to(torch.bfloat16)
+    model = copy.deepcopy(model).to(dtype)
     return pnd.attach(model, processor), processor
 
 
-def bf16_floor(model, inputs, run) -> tuple[float, torch.Tensor]:
-    """bf16's floor on `model` and `inputs` (the module's docstring), and plain generate's log-probabilities:
-    `run(**extra)` is the test's generate call."""
+def dtype_floor(model, inputs, run) -> tuple[float, torch.Tensor]:
+    """The floor of the model's dtype on `model` and `inputs` (the module's docstring), and plain generate's
+    log-probabilities: `run(**extra)` is the test's generate call."""
     length = inputs["input_ids"].shape[1]
     plain = run(output_logits=True)
     logits = torch.stack(plain.logits, 1).float()
     plain_scores = torch.log_softmax(logits, -1)
     measured = largest_gap(plain_scores, forced_scores(model, inputs, plain.sequences[:, length:], 0.0))
-    floor = max(measured, rounding_step(logits, torch.bfloat16))
+    floor = max(measured, rounding_step(logits, model.dtype))
     spread = float((plain_scores.amax(-1) - plain_scores.amin(-1)).min())  # log-probabilities' range in a step
-    assert floor < 0.05 * spread, f"bf16's floor {floor:.3g} is not small beside the scores' range {spread:.3g}"
+    assert floor < 0.05 * spread, f"{model.dtype}'s floor {floor:.3g} is not small beside the scores' range {spread:.3g}"
     return floor, plain_scores
 
 
-def bf16_inputs(processor, model_type):
-    return BatchFeature(dict(tiny_inputs(processor, model_type, PROMPTS))).to(DEVICE, torch.bfloat16)
+def half_inputs(processor, model_type, dtype=torch.bfloat16):
+    return BatchFeature(dict(tiny_inputs(processor, model_type, PROMPTS))).to(DEVICE, dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("model_type, mode", CASES)
-def test_bf16_normalized_scores_match_the_reference_within_bf16s_floor(tiny, model_type, mode):
-    model, processor = bf16_copy(tiny, model_type)
+def test_16_bit_normalized_scores_match_the_reference_within_the_dtypes_floor(tiny, model_type, mode, dtype):
+    model, processor = half_copy(tiny, model_type, dtype)
     try:
-        assert model.dtype == torch.bfloat16
-        assert {p.dtype for p in model.parameters() if p.is_floating_point()} == {torch.bfloat16}
-        inputs = bf16_inputs(processor, model_type)
+        assert model.dtype == dtype
+        assert {p.dtype for p in model.parameters() if p.is_floating_point()} == {dtype}
+        inputs = half_inputs(processor, model_type, dtype)
         length = inputs["input_ids"].shape[1]
         kwargs = {"greedy": {"do_sample": False}, "sample": {"do_sample": True, "top_k": 0, "top_p": 1.0}}[mode]
 
@@ -84,12 +87,12 @@ def test_bf16_normalized_scores_match_the_reference_within_bf16s_floor(tiny, mod
             return model.generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, return_dict_in_generate=True,
                                   **kwargs, **extra)
 
-        floor, plain_scores = bf16_floor(model, inputs, run)
+        floor, plain_scores = dtype_floor(model, inputs, run)
         out = run(output_scores=True, logits_processor=[pnd.PriorNormalized(ALPHA)])
         scores = torch.stack(out.scores, 1)
         reference = forced_scores(model, inputs, out.sequences[:, length:], ALPHA)
         gap, tolerance = largest_gap(scores, reference), K * floor + SLACK
-        assert gap <= tolerance, f"pnd's bf16 scores are {gap:.3g} from the reference's (floor {floor:.3g})"
+        assert gap <= tolerance, f"pnd's {dtype} scores are {gap:.3g} from the reference's (floor {floor:.3g})"
         # not vacuous: at the first step (the same prompt for both) normalizing moves the scores far past the tolerance
         assert largest_gap(scores[:, 0], plain_scores[:, 0]) > 10 * tolerance
     finally:
@@ -103,32 +106,33 @@ INTERVENTIONS = {  # processor, (combine, prior, conditioned) of the reference (
 }
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("name", INTERVENTIONS)
 @pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl"])
-def test_bf16_interventions_match_the_reference_within_bf16s_floor(tiny, model_type, name):
-    """Issue 45 in bfloat16: PAI and VISTA against their brute-force references on a never-attached bf16 copy, teacher-
+def test_16_bit_interventions_match_the_reference_within_the_dtypes_floor(tiny, model_type, name, dtype):
+    """Issue 45 in 16 bits: PAI and VISTA against their brute-force references on a never-attached copy, teacher-
     forced on pnd's tokens. (ONLY's scores jump where a head's TVER crosses the layer's mean, which on these tiny
     models can sit 0.04% from it: `test_only_selects_heads_from_float32_weights` checks its selection instead.)"""
-    model, processor = bf16_copy(tiny, model_type)
+    model, processor = half_copy(tiny, model_type, dtype)
     pnd.detach(model)
     reference_model = copy.deepcopy(model)  # never attached
     pnd.attach(model, processor)
     try:
-        inputs = bf16_inputs(processor, model_type)
+        inputs = half_inputs(processor, model_type, dtype)
         length = inputs["input_ids"].shape[1]
 
         def run(**extra):
             return model.generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
                                   return_dict_in_generate=True, **extra)
 
-        floor, plain_scores = bf16_floor(model, inputs, run)
+        floor, plain_scores = dtype_floor(model, inputs, run)
         ours, (combine, prior, conditioned) = INTERVENTIONS[name]()
         out = run(output_scores=True, logits_processor=[ours])
         scores = torch.stack(out.scores, 1)
         reference = method_forced(reference_model, inputs, out.sequences[:, length:], combine, prior,
                                   conditioned=conditioned, banned=[model.generation_config.eos_token_id])
         gap, tolerance = largest_gap(scores, reference), K * floor + SLACK
-        assert gap <= tolerance, f"pnd's bf16 {name} is {gap:.3g} from the reference's (floor {floor:.3g})"
+        assert gap <= tolerance, f"pnd's {dtype} {name} is {gap:.3g} from the reference's (floor {floor:.3g})"
         assert largest_gap(scores[:, 0], plain_scores[:, 0]) > 5 * tolerance  # not vacuous: far from plain
     finally:
         pnd.detach(model)
@@ -168,7 +172,7 @@ def test_entry_points_that_build_inputs_give_a_bf16_model_bf16_pixels(tiny, mode
     dtype (these towers take no other than their weights'), as `inputs.to(model.device, model.dtype)` would."""
     from pnd.decoding.captioning import generate_captions
 
-    model, processor = bf16_copy(tiny, model_type)
+    model, processor = half_copy(tiny, model_type)
     try:
         scores = pnd.CaptionScorer(model, processor).score([random_video(0)], ["a red circle"])
         captions = generate_captions(model, processor, [random_video(0)], alpha=0.5, max_new_tokens=2)
@@ -181,7 +185,7 @@ def test_caption_scorer_gives_fuyu_its_patches_as_pixel_values(tiny):
     """Fuyu's processor returns its patches as `image_patches` unless asked for `pixel_values`; the model takes both,
     so the scorer's float32 `image_patches` escaped the pixel inputs' dtype (a bf16 model crashed) and the reference's
     pixel keys (`pnd check` showed Fuyu's scorer row 1.4 nats off). The scorer now asks for `pixel_values`."""
-    model, processor = bf16_copy(tiny, "fuyu")
+    model, processor = half_copy(tiny, "fuyu")
     try:
         scorer = pnd.CaptionScorer(model, processor, modality="image")
         inputs = scorer.prompt_inputs(random_video(0)[0])
