@@ -42,7 +42,7 @@ done
 chunk exactness 90 tests/test_exactness.py tests/test_families.py
 chunk methods 60 tests/test_methods.py tests/test_interventions.py -k "not test_pnd_caption_method"
 chunk layers 60 tests/test_hybrid.py tests/test_layer_kinds.py tests/test_generate_features.py tests/test_static_compile.py
-chunk scoring 40 tests/test_scoring.py tests/test_device_guard.py
+chunk scoring 40 tests/test_scoring.py tests/test_device_guard.py tests/test_quantized.py
 chunk bf16 30 tests/test_bf16.py
 
 limit=$(left 240)
