@@ -200,6 +200,8 @@ def test_pnd_on_a_model_split_over_two_devices_keeps_each_layers_tensors_on_its_
                 devices.mixed.clear()
     assert mixed == {}
     assert "cpn-greedy" in ran and "prior_logits" in ran
+    if model_type == "llava_onevision":  # a family every method and mode runs on: nothing refused
+        assert len(ran) == len(METHODS) * len(MODES) + 2, sorted(ran)
 
 
 def test_the_emulation_catches_a_tensor_left_on_the_first_device():
