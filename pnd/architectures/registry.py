@@ -61,9 +61,9 @@ def wrap(owner, name: str, make) -> None:
         >>> unwrap(owner, "forward"); owner.forward is len
         True
     """
-    if is_repair(vars(owner).get(name)):
-        return
     wrapped = vars(owner).get(name)
+    if is_repair(wrapped):
+        return
     function = repair(make(getattr(owner, name)))
     setattr(function, _WRAPPED, wrapped)
     setattr(owner, name, function)

@@ -31,6 +31,9 @@ from ..architectures import Architecture, architecture_for
 from ..architectures.layers import LAYER_KINDS, check_unpadded, layer_plan
 from ..architectures.reported import carried_expansions, expansions_given
 
+# the fix that every refusal of prior='text' names (M3ID, PAI and VISTA default to 'text')
+USE_MASKED = "use prior='masked' (PriorNormalized's default; M3ID, PAI and VISTA take it too)."
+
 
 @dataclass
 class PriorPrefill:
@@ -181,8 +184,8 @@ def masked_prefill(
     config = model.config.get_text_config(decoder=True)
     window = sliding_window(config)
     if window is not None and mode == "text":
-        raise ValueError(f"prior='text' is not supported on {config.model_type} (sliding-window attention): use "
-                         "prior='masked' (PriorNormalized's default; M3ID, PAI and VISTA take it too).")
+        raise ValueError(f"prior='text' is not supported on {config.model_type} (sliding-window attention): "
+                         f"{USE_MASKED}")
     plan = layer_plan(config)
     if plan.in_slot:
         return _in_slot_prefill(model, config, input_ids, attention_mask, position_ids, mode)
@@ -190,8 +193,7 @@ def masked_prefill(
         names = sorted({t for t, k in zip(cache_layer_types(config), plan.kinds) if k.slot_window})
         raise ValueError(f"prior='text' is not supported on {config.model_type} (its layer types "
                          f"{', '.join(map(repr, names))} count the conditioned prompt's slots, which renumbered "
-                         "positions would no longer match): use prior='masked' (PriorNormalized's default; M3ID, "
-                         "PAI and VISTA take it too).")
+                         f"positions would no longer match): {USE_MASKED}")
     # no reuse through layers that see the kept tokens only (a recurrent state sums up the whole prompt), nor from
     # sliding-window layers that hold the window only
     reuse = shared is not None and not plan.kept_only and (
@@ -226,8 +228,8 @@ def _in_slot_prefill(model, config, input_ids, attention_mask, position_ids, mod
     expansion were absent. The states of the visual slots are dropped (zero, masked)."""
     if mode == "text":
         raise ValueError(f"prior='text' is not supported on {config.model_type} (its layers read slots: indexer "
-                         "blocks or attention chunks, which renumbered positions would no longer match): use "
-                         "prior='masked' (PriorNormalized's default; M3ID, PAI and VISTA take it too).")
+                         "blocks or attention chunks, which renumbered positions would no longer match): "
+                         f"{USE_MASKED}")
     check_unpadded(config, attention_mask, "pnd's prior")
     slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=False)
     cache = cache_from_layers(config, keep_all=True)  # chunked layers too keep every slot: `computed` gathers them
