@@ -88,3 +88,28 @@ def test_janus_generate_keeps_the_logits_processor_and_detach_restores_it(tiny):
     assert not torch.equal(plain, normalized)
     pnd.detach(model)
     assert "generate" not in vars(model)
+
+
+def test_janus_generate_of_its_own_on_the_instance_is_wrapped_and_restored(tiny):
+    """A `generate` set on the instance (a user's or a library's wrapper of Janus's own) does not keep pnd from
+    keeping the logits processor: the tokens are those of the model without it; image generation still goes through
+    it, and `pnd.detach` puts it back."""
+    from pnd.testing import tiny_inputs
+
+    model, processor = tiny("janus")
+    inputs = tiny_inputs(processor, "janus")
+    pnd.attach(model, processor)
+    expected = model.generate(**inputs, max_new_tokens=6, do_sample=False, logits_processor=[pnd.PriorNormalized(1.0)])
+    pnd.detach(model)
+
+    def own(*args, generation_mode="text", **kwargs):  # image mode: a stand-in (the tiny model has no image config)
+        return "image" if generation_mode == "image" else type(model).generate(model, *args, **kwargs)
+
+    model.generate = own
+    pnd.attach(model, processor)
+    normalized = model.generate(**inputs, max_new_tokens=6, do_sample=False,
+                                logits_processor=[pnd.PriorNormalized(1.0)])
+    assert torch.equal(normalized, expected)
+    assert model.generate(**inputs, generation_mode="image") == "image"
+    pnd.detach(model)
+    assert vars(model)["generate"] is own

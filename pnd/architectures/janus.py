@@ -1,7 +1,7 @@
 """Janus (`janus`): `<begin_of_image>` + `<image_placeholder>` tokens + `<end_of_image>` per image (continuous SigLIP
 features for understanding; its VQ-VAE only generates images), markers included, as the processor reports them. Its
 `generate` drops `logits_processor` in text mode (transformers 5.23), which would silently decode without the prior:
-`JanusArchitecture.prepare` gives the model a `generate` that keeps it.
+`JanusArchitecture.prepare` gives the model a `generate` that keeps it (wrapping whatever `generate` the model has).
 
 Example:
     >>> JANUS.model_types
@@ -12,13 +12,14 @@ import functools
 
 from transformers import GenerationMixin
 
-from .registry import Architecture, register, repair
+from .registry import Architecture, register, unwrap, wrap
 
 
-def _janus_generate(model, *args, generation_mode: str = "text", **kwargs):
-    """Janus's `generate` with `logits_processor` kept in text mode (its own drops it: transformers 5.23)."""
+def _janus_generate(model, generate, *args, generation_mode: str = "text", **kwargs):
+    """Janus's `generate` with `logits_processor` kept in text mode (its own drops it: transformers 5.23); the
+    model's `generate` as it was (`generate`) in image mode."""
     if generation_mode != "text":
-        return type(model).generate(model, *args, generation_mode=generation_mode, **kwargs)
+        return generate(*args, generation_mode=generation_mode, **kwargs)
     return GenerationMixin.generate(model, *args, guidance_scale=None, **kwargs)
 
 
@@ -27,11 +28,10 @@ class JanusArchitecture(Architecture):
     keeps it (as Janus's does otherwise: `GenerationMixin.generate` without classifier-free guidance)."""
 
     def prepare(self, model) -> None:
-        if "generate" not in vars(model):
-            model.generate = repair(functools.partial(_janus_generate, model))
+        wrap(model, "generate", lambda generate: functools.partial(_janus_generate, model, generate))
 
     def unprepare(self, model) -> None:
-        vars(model).pop("generate", None)
+        unwrap(model, "generate")
 
 
 JANUS = register(JanusArchitecture(name="Janus", model_types=("janus",), pixel_keys=("pixel_values",), reported=True))
