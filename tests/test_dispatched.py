@@ -180,6 +180,21 @@ def runs(model, processor, model_type):
     yield "scorer", lambda: pnd.CaptionScorer(model, processor).score_prompt(one, ["a red circle", "a dark square"])
 
 
+def refusals(model_type: str, names) -> dict:
+    """{name: message} of the runs `names` that the same family refuses on one device, not dispatched."""
+    model, processor = tiny_model(model_type)
+    pnd.attach(model, processor)
+    refused = {}
+    with TwoDevices():  # the inputs' virtual device; mixing does not matter here
+        for name, call in runs(model, processor, model_type):
+            if name in names:
+                try:
+                    call()
+                except ValueError as refusal:
+                    refused[name] = str(refusal)
+    return refused
+
+
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_pnd_on_a_model_split_over_two_devices_keeps_each_layers_tensors_on_its_device(model_type):
     model, processor = tiny_model(model_type)  # its own model: dispatch puts hooks on it
@@ -188,18 +203,19 @@ def test_pnd_on_a_model_split_over_two_devices_keeps_each_layers_tensors_on_its_
         model.generate(**on_first_device(tiny_inputs(processor, model_type)), max_new_tokens=3, do_sample=False)
         assert devices.mixed == set(), "the emulation itself mixes devices in plain generate"
         pnd.attach(model, processor)
-        ran, mixed = [], {}
+        ran, mixed, refused = [], {}, {}
         for name, call in runs(model, processor, model_type):
             try:
                 call()
                 ran.append(name)
-            except ValueError:  # a refusal with its reason (a method or mode the family does not take): not here
-                pass
+            except ValueError as refusal:  # a method or mode the family does not take, with its reason
+                refused[name] = str(refusal)
             if devices.mixed:
                 mixed[name] = sorted(devices.mixed)
                 devices.mixed.clear()
     assert mixed == {}
     assert "cpn-greedy" in ran and "prior_logits" in ran
+    assert refused == refusals(model_type, refused), "the split refuses what the model on one device does not"
     if model_type == "llava_onevision":  # a family every method and mode runs on: nothing refused
         assert len(ran) == len(METHODS) * len(MODES) + 2, sorted(ran)
 
