@@ -8,6 +8,7 @@ The tiny model's window is 3 generated tokens, so the 6 steps here slide it.
 
 import pytest
 import torch
+from accelerate.hooks import ModelHook, add_hook_to_module
 
 import pnd
 from pnd._compat import masks
@@ -69,6 +70,23 @@ def test_the_cache_generate_returns_keeps_the_prompt_apart_from_the_window():
     with torch.no_grad():
         logits = model(**step, past_key_values=out.past_key_values).logits[:, -1]
     torch.testing.assert_close(logits, full_logits(model, inputs, sequence, prior=False), atol=1e-4, rtol=0)
+
+
+def test_the_repair_wraps_a_device_hook_on_the_text_model():
+    """A device map that makes the whole text model one block (accelerate's hook is its instance `forward`): the
+    repair wraps the hook (the prior still equals the reference once the window slides), and detach leaves the hook."""
+    model, processor = tiny_model("unlimited_ocr")
+    inputs = tiny_inputs(processor, "unlimited_ocr", PROMPTS[:1], image=True)
+    tokens, scores = greedy(model, inputs, 0.7, STEPS, banned=[model.generation_config.eos_token_id])
+    text_model = model.model.language_model
+    add_hook_to_module(text_model, ModelHook())
+    hook = vars(text_model)["forward"]
+    out = _normalized(pnd.attach(model, processor), inputs)
+    assert torch.equal(out.sequences[:, -STEPS:], tokens)
+    for got, want in zip(out.scores, scores):
+        assert_scores_close(got, want)
+    pnd.detach(model)
+    assert vars(text_model)["forward"] is hook
 
 
 def test_detach_removes_the_repair():

@@ -29,17 +29,16 @@ from __future__ import annotations
 import functools
 
 from .._compat.masks import reference_window_masks
-from .registry import Architecture, register
+from .registry import Architecture, register, unwrap, wrap
 
 
 class UnlimitedOcrArchitecture(Architecture):
     def prepare(self, model) -> None:
-        text_model = self.language_model(model)
-        if "forward" not in vars(text_model):
-            text_model.forward = _repaired_forward(text_model, text_model.forward)
+        text_model = self.language_model(model)  # its forward may be accelerate's hook (a device map's block)
+        wrap(text_model, "forward", lambda forward: _repaired_forward(text_model, forward))
 
     def unprepare(self, model) -> None:
-        vars(self.language_model(model)).pop("forward", None)
+        unwrap(self.language_model(model), "forward")
 
 
 def _repaired_forward(text_model, forward):
