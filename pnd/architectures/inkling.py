@@ -32,7 +32,7 @@ import functools
 import torch
 
 from .._compat.repairs import given_kept_positions
-from .registry import Architecture, register
+from .registry import Architecture, register, unwrap, wrap
 
 
 def _relative_biases(model) -> list[tuple]:
@@ -44,15 +44,16 @@ def _relative_biases(model) -> list[tuple]:
              module.config.log_scaling_n_floor) for module in model.modules() if hasattr(module, "rel_logits_proj")]
 
 
-def _bias_by_positions(bias, window: int | None, floor: int | None, relative_states: torch.Tensor,
+def _bias_by_positions(bias, forward, window: int | None, floor: int | None, relative_states: torch.Tensor,
                        query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
     """`Inkling2RelativeLogits.forward` (transformers 5.23; Inkling's is the same) with the distances of the position
     ids `kept_positions` gives (per row), where it gives them; keys `window` or more positions back get the dtype's
     minimum (blocked). Where the layer scales its queries from slot `floor` on (Inkling's), a prompt reaching it is
-    refused: the prior's call would scale them by the slots of the kept tokens side by side."""
+    refused: the prior's call would scale them by the slots of the kept tokens side by side. Elsewhere: the module's
+    own `forward`."""
     given = given_kept_positions()
     if given is None:
-        return type(bias).forward(bias, relative_states, query_positions, key_positions)
+        return forward(relative_states, query_positions, key_positions)
     queries, keys = given
     if floor is not None and int(queries.max()) + 1 >= floor:
         raise ValueError(f"pnd does not support prompts of {int(queries.max()) + 1} tokens on this Inkling model: its "
@@ -76,12 +77,11 @@ class InklingArchitecture(Architecture):
 
     def prepare(self, model) -> None:
         for bias, window, floor in _relative_biases(model):
-            if "forward" not in vars(bias):
-                bias.forward = functools.partial(_bias_by_positions, bias, window, floor)
+            wrap(bias, "forward", lambda forward: functools.partial(_bias_by_positions, bias, forward, window, floor))
 
     def unprepare(self, model) -> None:
         for bias, _, _ in _relative_biases(model):
-            vars(bias).pop("forward", None)
+            unwrap(bias, "forward")
 
 
 INKLING2 = register(InklingArchitecture(name="Inkling 2", model_types=("inkling2",), pixel_keys=("pixel_values",),
