@@ -215,22 +215,29 @@ def test_pnd_explain_method(tmp_path, explained):
     (["--device", "bogus"], "--device bogus: not a device name; pass cpu, cuda, cuda:1, mps"),
     (["--device", "cuda:99"], "--device cuda:99: this machine has"),
 ])
-def test_pnd_explain_refuses_bad_arguments_before_any_model_loads(tmp_path, args, message):
-    """Through the console script: one line on stderr, exit 1, nothing written."""
+def test_pnd_explain_refuses_bad_arguments_before_any_model_loads(tmp_path, monkeypatch, args, message):
+    """One line, exit 1 (a `SystemExit` with its message), nothing written; the first case also through the console
+    script, which prints that line on stderr."""
     import subprocess
     import sys
     from pathlib import Path
 
     from PIL import Image
 
+    from pnd.cli import main
+
     Image.new("RGB", (16, 16)).save(tmp_path / "frame.png")
     (tmp_path / "afile").write_text("notes")
-    script = Path(sys.executable).with_name("pnd")
-    args = [a.format(tmp=tmp_path) for a in args]
-    result = subprocess.run([script, "explain", tmp_path / "frame.png", *args], capture_output=True, text=True,
-                            cwd=tmp_path, timeout=120)
-    assert result.returncode == 1 and result.stderr.startswith(f"pnd explain: {message.format(tmp=tmp_path)}")
-    assert result.stderr.count("\n") == 1
+    monkeypatch.chdir(tmp_path)
+    args = [str(tmp_path / "frame.png"), *(a.format(tmp=tmp_path) for a in args)]
+    with pytest.raises(SystemExit) as refused:
+        main(["explain", *args])
+    line = f"pnd explain: {message.format(tmp=tmp_path)}"
+    assert str(refused.value).startswith(line) and "\n" not in str(refused.value)
+    if message.startswith("--max-new-tokens"):
+        result = subprocess.run([Path(sys.executable).with_name("pnd"), "explain", *args], capture_output=True,
+                                text=True, cwd=tmp_path, timeout=120)
+        assert result.returncode == 1 and result.stderr == str(refused.value) + "\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "frame.png"]
     assert (tmp_path / "afile").read_text() == "notes"
 

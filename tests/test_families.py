@@ -192,12 +192,10 @@ def test_own_call_prefill_matches_brute_force(model_type):
 def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     """`pnd caption --model FOLDER` on a saved model gives what `model.generate` with PriorNormalized gives here."""
     import json
-    import pathlib
-    import subprocess
-    import sys
 
     from transformers import AutoProcessor
 
+    from pnd.cli import main
     from pnd.io.video import read_video, write_video
 
     model, processor = tiny_model(model_type)
@@ -205,11 +203,9 @@ def test_pnd_caption_on_a_local_folder(tmp_path, model_type):
     processor.save_pretrained(tmp_path / "model")
     # Gemma 4's and MiniMax-M3's tiny video processors keep frames at their size: a multiple of their 28-pixel tokens
     write_video(tmp_path / "v.mp4", random_video(0, frames=8, size=56 if model_type.startswith(("gemma4", "minimax")) else 64))
-    script = pathlib.Path(sys.executable).with_name("pnd")
-    subprocess.run([script, "caption", tmp_path / "v.mp4", "--model", tmp_path / "model", "--alpha", "0.5",
-                    "--device", str(DEVICE), "--dtype", "auto",  # the model's own, as it runs here
-                    "--frames", "4", "--max-new-tokens", "6", "--out", tmp_path / "out.jsonl"], check=True,
-                   capture_output=True)
+    assert main(["caption", str(tmp_path / "v.mp4"), "--model", str(tmp_path / "model"), "--alpha", "0.5",
+                 "--device", str(DEVICE), "--dtype", "auto",  # the model's own, as it runs here
+                 "--frames", "4", "--max-new-tokens", "6", "--workers", "0", "--out", str(tmp_path / "out.jsonl")]) == 0
     got = json.loads((tmp_path / "out.jsonl").read_text())["caption"]
     processor = AutoProcessor.from_pretrained(tmp_path / "model")  # what the command loads (instance settings gone)
     pnd.attach(model, processor)
