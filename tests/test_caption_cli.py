@@ -218,7 +218,7 @@ def text_only_model(tmp_path_factory):
     return folder
 
 
-def test_model_folders_are_resolved_before_anything_is_written(videos, tmp_path, text_only_model):
+def test_model_folders_are_resolved_before_anything_is_written(videos, tmp_path, text_only_model, monkeypatch):
     """--model is resolved before any load or write: a missing folder (absolute or relative), a file, a text-only
     model are one line naming the path and what was expected; --out under a file is one line too."""
     (tmp_path / "afile").write_text("")
@@ -228,12 +228,12 @@ def test_model_folders_are_resolved_before_anything_is_written(videos, tmp_path,
              (["--model", text_only_model], "is a 'llama' model (not an image or video-text-to-text model pnd "
                                              "supports); pnd needs an image or video-text-to-text model"),
              (["--out", tmp_path / "afile" / "x.jsonl"], "afile is a file, not a folder; pick another --out")]
+    monkeypatch.chdir(tmp_path)
     for args, message in cases:
-        out = tmp_path / "out" / "c.jsonl"
-        result = subprocess.run([SCRIPT, "caption", videos / "videos" / "a.mp4", "--out", out, *map(str, args)],
-                                capture_output=True, text=True, cwd=tmp_path)
-        assert result.returncode == 1 and message in result.stderr, result.stderr
-        assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+        with pytest.raises(SystemExit) as refused:  # exit 1, its message the one line on stderr
+            main_caption(videos / "videos" / "a.mp4", "--out", tmp_path / "out" / "c.jsonl", *args)
+        assert message in str(refused.value) and "\n" not in str(refused.value), refused.value
+        assert not (tmp_path / "out").exists()
 
 
 def test_a_second_run_on_the_same_out_is_refused(videos, tmp_path, no_model):

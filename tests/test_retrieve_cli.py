@@ -301,7 +301,9 @@ def test_a_missing_model_folder_is_one_line_before_any_write(setup, tmp_path, co
     out = tmp_path / "out"
     args = {"retrieve": [setup / "videos", "--captions", setup / "captions.jsonl"],
             "explain": [setup / "videos" / "v0.mp4"]}[command]
-    result = subprocess.run([SCRIPT, command, *map(str, args), "--model", str(tmp_path / "missing"), "--out", str(out)],
-                            capture_output=True, text=True)
-    assert result.returncode == 1 and "missing: no such folder" in result.stderr, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+    from pnd.cli import main
+
+    with pytest.raises(SystemExit) as refused:  # exit 1, its message the one line on stderr
+        main([command, *map(str, args), "--model", str(tmp_path / "missing"), "--out", str(out)])
+    assert "missing: no such folder" in str(refused.value) and "\n" not in str(refused.value), refused.value
+    assert not out.exists()
