@@ -136,7 +136,7 @@ print(out.shape[1] > 0, tuple(scores.shape))
     assert out.split() == ["True", "(1,", "1)"]
 
 
-FRONT_ENDS = {  # what each extra's front end does first, and the extra
+FIRST_CALLS = {  # each extra: what its front end does first
     "video": "import torch; from pnd.io.video import write_video; write_video('unused.mp4', torch.zeros(1, 3, 8, 8))",
     "eval": "import pnd.integrations.lmms_eval",
     "plot": "from pnd.extras import pyplot; pyplot()",
@@ -147,7 +147,7 @@ FRONT_ENDS = {  # what each extra's front end does first, and the extra
 def test_a_front_end_without_its_extra_names_the_extra_to_install():
     """Each front end, in one process without the optional packages: an error that names its extra."""
     out = run_python(BLOCK_OPTIONAL + f"""
-for extra, code in {FRONT_ENDS!r}.items():
+for extra, code in {FIRST_CALLS!r}.items():
     try:
         exec(code)
         print(extra, "ran")
@@ -155,7 +155,7 @@ for extra, code in {FRONT_ENDS!r}.items():
         print(extra, " ".join(str(error).split()))
 """)
     said = dict(line.split(" ", 1) for line in out.splitlines())
-    assert list(said) == list(FRONT_ENDS)
+    assert list(said) == list(FIRST_CALLS)
     for extra, message in said.items():
         assert f"pip install 'pnd[{extra}]'" in message, (extra, message)
 
