@@ -6,11 +6,13 @@ Everything is computed here from the shipped weights; no number is copied from a
 import pathlib
 import subprocess
 import sys
+from unittest import mock
 
 import pytest
 import torch
 
 import pnd
+from pnd.cli import main
 from pnd.demo import ALPHAS, ATTRIBUTES, evaluate, load_demo_model, prior_shares
 from pnd.demo.moving import PLANTED
 from pnd.io.video import list_videos, read_video
@@ -62,7 +64,7 @@ def test_pnd_demo_command(tmp_path):
     assert (tmp_path / "demo.png").stat().st_size > 1000
 
 
-def test_demo_compares_the_methods(demo, tmp_path):
+def test_demo_compares_the_methods(demo, tmp_path, capsys):
     """`pnd demo --methods`: one table, plain first, each method at the paper's defaults and at a second setting; the
     plain row is `evaluate`'s alpha 0 on the same clips."""
     from pnd.demo import DEMO_METHODS, compare_methods
@@ -77,5 +79,8 @@ def test_demo_compares_the_methods(demo, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "| method | colour balanced accuracy | size balanced accuracy |\n|---|---|---|\n| plain |" in result.stdout
     assert "| m3id forgetting_rate=0.2 gate=1.0 |" in result.stdout and "| vista steer_strength=0.2 |" in result.stdout
-    bad = subprocess.run([SCRIPT, "demo", "--methods", "dola"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "--methods takes names of cpn, vcd" in bad.stdout
+    capsys.readouterr()
+    with mock.patch("pnd.cli.demo.load_demo_model", side_effect=AssertionError("the demo model loaded")):
+        assert main(["demo", "--methods", "dola"]) == 2  # refused before anything loads or prints
+    printed = capsys.readouterr()
+    assert printed.out == "" and printed.err.startswith("pnd demo: --methods takes names of cpn, vcd")

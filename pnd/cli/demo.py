@@ -9,6 +9,7 @@ balanced accuracy of the colour and size words per alpha on a uniform test set (
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ..decoding.captioning import generate_captions
@@ -38,6 +39,10 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    methods = None if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
+    if methods is not None and (not methods or set(methods) - set(DEMO_METHODS)):  # before the model loads
+        print(f"pnd demo: --methods takes names of {', '.join(DEMO_METHODS)}, got {args.methods!r}.", file=sys.stderr)
+        return 2
     model, processor = load_demo_model()
     attach(model)
     paths = list_videos([SAMPLE_VIDEOS])
@@ -52,12 +57,7 @@ def run(args) -> int:
     print("\nCaption prior P(t) measured by pnd, summed per attribute:")
     for kind, values in shares.items():
         print(f"  {kind}: " + ", ".join(f"{name} {share:.2f}" for name, share in values.items()))
-    if args.methods is not None:
-        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-        unknown = [m for m in methods if m not in DEMO_METHODS]
-        if unknown or not methods:
-            print(f"pnd demo: --methods takes names of {', '.join(DEMO_METHODS)}, got {args.methods!r}.")
-            return 2
+    if methods is not None:
         rows = compare_methods(model, processor, methods, per_pair=args.per_pair, noise=args.noise)
         print(f"\nTest set uniform over 4 colours x 3 sizes ({12 * args.per_pair} clips, noise {args.noise}), "
               f"greedy captions, each method at the paper's defaults and at a second setting:\n\n{markdown(rows)}")
