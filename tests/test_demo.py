@@ -74,12 +74,11 @@ def test_demo_compares_the_methods(demo, tmp_path, capsys):
                                             "only", "only layer=1", "vista", "vista steer_strength=0.2"]
     assert rows[0][1] == evaluate(*demo, alphas=(0.0,), per_pair=1)[0.0]
     assert set(DEMO_METHODS) == {"cpn", "vcd", "icd", "m3id", "pai", "only", "vista"}
-    result = subprocess.run([SCRIPT, "demo", "--methods", "m3id,vista", "--per-pair", "1", "--out", tmp_path / "d.png"],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert "| method | colour balanced accuracy | size balanced accuracy |\n|---|---|---|\n| plain |" in result.stdout
-    assert "| m3id forgetting_rate=0.2 gate=1.0 |" in result.stdout and "| vista steer_strength=0.2 |" in result.stdout
     capsys.readouterr()
+    assert main(["demo", "--methods", "m3id,vista", "--per-pair", "1", "--out", str(tmp_path / "d.png")]) == 0
+    printed = capsys.readouterr().out
+    assert "| method | colour balanced accuracy | size balanced accuracy |\n|---|---|---|\n| plain |" in printed
+    assert "| m3id forgetting_rate=0.2 gate=1.0 |" in printed and "| vista steer_strength=0.2 |" in printed
     with mock.patch("pnd.cli.demo.load_demo_model", side_effect=AssertionError("the demo model loaded")):
         assert main(["demo", "--methods", "dola"]) == 2  # refused before anything loads or prints
     printed = capsys.readouterr()
