@@ -122,3 +122,17 @@ def assert_method_scores(model, got, want):
     finite &= ~cut
     assert torch.equal(torch.isfinite(got), finite)
     torch.testing.assert_close(got[finite], want[finite].to(got.device), atol=2e-4, rtol=0)
+
+
+def refusal(*argv) -> str:
+    """The message a `pnd` command, run in this process, exits with: a `SystemExit` whose message is one line (the
+    console script prints it on stderr and exits 1)."""
+    import pytest
+
+    from pnd.cli import main
+
+    with pytest.raises(SystemExit) as refused:
+        main([str(arg) for arg in argv])
+    message = refused.value.code
+    assert isinstance(message, str) and "\n" not in message, message
+    return message

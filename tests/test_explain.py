@@ -8,6 +8,8 @@ from pnd.scoring.explain import explain
 from pnd.testing import TINY_ARCHITECTURES, random_video, tiny_inputs
 from pnd.testing.reference import full_logits, greedy
 
+from helpers import refusal
+
 STEPS = 6
 ALPHA = 0.7
 TOL = dict(abs=1e-4)
@@ -224,20 +226,16 @@ def test_pnd_explain_refuses_bad_arguments_before_any_model_loads(tmp_path, monk
 
     from PIL import Image
 
-    from pnd.cli import main
-
     Image.new("RGB", (16, 16)).save(tmp_path / "frame.png")
     (tmp_path / "afile").write_text("notes")
     monkeypatch.chdir(tmp_path)
     args = [str(tmp_path / "frame.png"), *(a.format(tmp=tmp_path) for a in args)]
-    with pytest.raises(SystemExit) as refused:
-        main(["explain", *args])
-    line = f"pnd explain: {message.format(tmp=tmp_path)}"
-    assert str(refused.value).startswith(line) and "\n" not in str(refused.value)
+    said = refusal("explain", *args)
+    assert said.startswith(f"pnd explain: {message.format(tmp=tmp_path)}")
     if message.startswith("--max-new-tokens"):
         result = subprocess.run([Path(sys.executable).with_name("pnd"), "explain", *args], capture_output=True,
                                 text=True, cwd=tmp_path, timeout=120)
-        assert result.returncode == 1 and result.stderr == str(refused.value) + "\n"
+        assert result.returncode == 1 and result.stderr == said + "\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "frame.png"]
     assert (tmp_path / "afile").read_text() == "notes"
 

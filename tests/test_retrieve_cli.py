@@ -17,7 +17,7 @@ import torch
 from pnd.scoring.ranking import retrieval_metrics, sinkhorn
 from pnd.testing import tiny_model
 
-from helpers import interruptible, rank_process, write_mp4
+from helpers import interruptible, rank_process, refusal, write_mp4
 
 SCRIPT = pathlib.Path(sys.executable).with_name("pnd")
 
@@ -301,9 +301,6 @@ def test_a_missing_model_folder_is_one_line_before_any_write(setup, tmp_path, co
     out = tmp_path / "out"
     args = {"retrieve": [setup / "videos", "--captions", setup / "captions.jsonl"],
             "explain": [setup / "videos" / "v0.mp4"]}[command]
-    from pnd.cli import main
-
-    with pytest.raises(SystemExit) as refused:  # exit 1, its message the one line on stderr
-        main([command, *map(str, args), "--model", str(tmp_path / "missing"), "--out", str(out)])
-    assert "missing: no such folder" in str(refused.value) and "\n" not in str(refused.value), refused.value
+    said = refusal(command, *args, "--model", tmp_path / "missing", "--out", out)
+    assert "missing: no such folder" in said, said
     assert not out.exists()
