@@ -37,10 +37,6 @@ def videos(tmp_path_factory):
     return root
 
 
-def caption(*args):
-    return subprocess.run([SCRIPT, "caption", *map(str, args)], capture_output=True, text=True)
-
-
 def records(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -62,11 +58,10 @@ def reference():
     return run
 
 
-def test_jsonl_named_failure_and_resume(videos, reference, tmp_path):
+def test_jsonl_named_failure_and_resume(videos, reference, tmp_path, capfd):
     out = tmp_path / "captions.jsonl"
-    result = caption(videos / "videos", "--alpha", 0.5, "--plausibility", 0.1, "--batch-size", 2, "--out", out)
-    assert result.returncode == 1, result.stderr  # broken.mp4 failed, the run went on
-    assert "broken.mp4: cannot be decoded" in result.stderr
+    assert main_caption(videos / "videos", "--alpha", 0.5, "--plausibility", 0.1, "--batch-size", 2, "--out", out) == 1
+    assert "broken.mp4: cannot be decoded" in capfd.readouterr().err  # broken.mp4 failed, the run went on
     rows = records(out)
     assert [pathlib.Path(r["video"]).name for r in rows] == ["a.mp4", "b.webm", "c.mp4"]
     for row in rows:
@@ -75,23 +70,25 @@ def test_jsonl_named_failure_and_resume(videos, reference, tmp_path):
     # An interrupted run: the first line kept (its caption marked), the second cut mid-line.
     lines = out.read_text().splitlines(keepends=True)
     out.write_text(json.dumps({**rows[0], "caption": "KEPT"}) + "\n" + lines[1][:10])
-    again = caption(videos / "videos", "--alpha", 0.5, "--plausibility", 0.1, "--out", out)
-    assert again.returncode == 1 and "already has 1 of these video(s)" in again.stderr and "unfinished last line" in again.stderr
+    assert main_caption(videos / "videos", "--alpha", 0.5, "--plausibility", 0.1, "--out", out) == 1
+    again = capfd.readouterr().err
+    assert "already has 1 of these video(s)" in again and "unfinished last line" in again
     resumed = records(out)
     assert [pathlib.Path(r["video"]).name for r in resumed] == ["a.mp4", "b.webm", "c.mp4"]
     assert resumed[0]["caption"] == "KEPT" and resumed[1:] == rows[1:]
 
 
-def test_compare_and_missing_file(videos, reference, tmp_path):
+def test_compare_and_missing_file(videos, reference, tmp_path, capfd):
     out = tmp_path / "compare.jsonl"
     video = videos / "videos" / "a.mp4"
-    result = caption(video, tmp_path / "missing.mp4", "--compare", "--alpha", 1.0, "--out", out)
-    assert result.returncode == 1 and "missing.mp4: no such file" in result.stderr
+    assert main_caption(video, tmp_path / "missing.mp4", "--compare", "--alpha", 1.0, "--out", out) == 1
+    result = capfd.readouterr()
+    assert "missing.mp4: no such file" in result.err
     [row] = records(out)
     plain, normalized = reference(str(video), None), reference(str(video), 1.0)
     assert row == {"id": str(video.resolve()), "video": str(video), "caption": normalized, "alpha": 1.0,
                    "prompt": "Describe the video.", "model": "pnd-demo", "plain": plain}
-    assert f"| a.mp4 | {plain} | {normalized} |" in result.stdout
+    assert f"| a.mp4 | {plain} | {normalized} |" in result.out
 
 
 def main_caption(*args):
@@ -195,10 +192,9 @@ def test_one_id_for_two_videos_is_refused_naming_both_rows(videos, tmp_path):
     manifest.write_text(json.dumps({"video": str(videos / "videos" / "a.mp4"), "id": "a"}) + "\n"
                         + json.dumps({"video": str(videos / "videos" / "c.mp4"), "id": "a"}) + "\n")
     out = tmp_path / "o.jsonl"
-    result = caption(manifest, "--out", out)
-    assert result.returncode != 0 and "Traceback" not in result.stderr
-    assert f"{manifest}, row 1 and {manifest}, row 2 both have the id 'a'" in result.stderr
-    assert "a.mp4" in result.stderr and "c.mp4" in result.stderr and not out.exists()
+    message = refusal("caption", manifest, "--out", out)
+    assert f"{manifest}, row 1 and {manifest}, row 2 both have the id 'a'" in message
+    assert "a.mp4" in message and "c.mp4" in message and not out.exists()
     manifest.write_text(json.dumps({"video": str(videos / "videos" / "a.mp4"), "id": "a"}) + "\n"
                         + json.dumps({"video": "videos/../videos/a.mp4", "id": "a"}) + "\n")
     os.symlink(videos / "videos", tmp_path / "videos")
@@ -277,14 +273,16 @@ def test_manifests_with_per_row_prompts_and_parquet_output(videos, reference, tm
     assert pyarrow.parquet.read_table(out).num_rows == 3
 
 
-def test_merge_puts_left_parts_into_out_each_video_once(tmp_path):
+def test_merge_puts_left_parts_into_out_each_video_once(tmp_path, capsys):
     out = tmp_path / "captions.jsonl"
     record = {"id": "/v/a.mp4", "video": "a.mp4", "caption": "x", "alpha": 0.5}
     out.write_text(json.dumps(record) + "\n")
     (tmp_path / "captions.jsonl.part-00000").write_text(json.dumps(record) + "\n" + json.dumps({**record, "id": "/v/b.mp4"}) + "\n")
     (tmp_path / "captions.jsonl.part-00003").write_text(json.dumps({**record, "id": "/v/c.mp4"}) + "\n" + '{"id": "/v/d')
-    result = subprocess.run([SCRIPT, "merge", "--out", out], capture_output=True, text=True)
-    assert result.returncode == 0 and "merged 2 part file(s)" in result.stderr, result.stderr
+    from pnd.cli import main
+
+    assert main(["merge", "--out", str(out)]) == 0
+    assert "merged 2 part file(s)" in capsys.readouterr().err
     assert [r["id"] for r in records(out)] == ["/v/a.mp4", "/v/b.mp4", "/v/c.mp4"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["captions.jsonl"]
 

@@ -39,12 +39,6 @@ def setup(tmp_path_factory):
     return root
 
 
-def retrieve(setup, out, *extra):
-    return subprocess.run([SCRIPT, "retrieve", str(setup / "videos"), "--captions", str(setup / "captions.jsonl"),
-                           "--model", str(setup / "model"), "--frames", "4", "--reduction", "sum", "--alpha", "0.8",
-                           "--out", str(setup / out), *extra], capture_output=True, text=True)
-
-
 @pytest.mark.parametrize("command", ["retrieve", "caption"])
 def test_each_process_loads_its_model_with_the_dtype_and_attention_asked(setup, command):
     """`--dtype` and `--attn-implementation` (shared by `pnd retrieve` and `pnd caption`) reach `from_pretrained`."""
@@ -62,10 +56,14 @@ def test_each_process_loads_its_model_with_the_dtype_and_attention_asked(setup, 
     assert model.dtype == torch.bfloat16 and model.config._attn_implementation == "eager"
 
 
-def test_full_matrix_rankings_metrics_and_plot(setup):
-    result = retrieve(setup, "full", "--plot")
-    assert result.returncode == 1, result.stderr  # one video could not be read
-    assert "broken.mp4: cannot be decoded" in result.stderr
+def retrieve(setup, out, *extra):
+    """`pnd retrieve` in-process (the console script: test_sigint_stops_cleanly_keeps_the_rows_and_says_how_to_resume)."""
+    return main_retrieve(setup, "--reduction", "sum", "--alpha", "0.8", "--out", setup / out, *extra)
+
+
+def test_full_matrix_rankings_metrics_and_plot(setup, capfd):
+    assert retrieve(setup, "full", "--plot") == 1  # one video could not be read
+    assert "broken.mp4: cannot be decoded" in capfd.readouterr().err
     saved = torch.load(setup / "full" / "scores.pt")
     assert saved["videos"] == ["v0.mp4", "v1.mp4", "v2.mp4"] and saved["normalized"].shape == (3, 3)
     torch.testing.assert_close(saved["normalized"], saved["conditional"] - 0.8 * saved["prior"])
