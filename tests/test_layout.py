@@ -6,6 +6,7 @@ functions included), so a cycle that only shows at run time is caught too.
 """
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -100,42 +101,6 @@ def test_core_module_imports_no_front_end(name):
     assert not [m for m in GRAPH[name] if is_front_end(m)]
 
 
-def run_python(code: str) -> str:
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-BLOCK_OPTIONAL = f"""
-import sys
-for name in {OPTIONAL!r}:
-    sys.modules[name] = None  # as if not installed: importing it raises ImportError
-"""
-
-
-def test_import_pnd_loads_core_modules_only_and_no_optional_dependency():
-    out = run_python("import pnd, sys; print(' '.join(sorted(m for m in sys.modules if m.startswith('pnd'))));"
-                     f"print(' '.join(m for m in {OPTIONAL!r} if m in sys.modules))")
-    loaded, optional = out.splitlines()[0].split(), out.splitlines()[1:]
-    assert "pnd.decoding.paired" in loaded and not [m for m in loaded if is_front_end(m)]
-    assert optional in ([], [""])
-
-
-def test_the_core_works_without_any_extra():
-    """What `pip install pnd` (no extra) gives: attach + PriorNormalized + CaptionScorer on a tiny model."""
-    out = run_python(BLOCK_OPTIONAL + """
-import torch, pnd
-from pnd.testing import random_video, tiny_inputs, tiny_model
-model, processor = tiny_model("llava_onevision")
-pnd.attach(model)
-out = model.generate(**tiny_inputs(processor, "llava_onevision"), max_new_tokens=3, do_sample=False,
-                     logits_processor=[pnd.PriorNormalized(0.5)])
-scores = pnd.CaptionScorer(model, processor).score([random_video(0)], ["a red circle"])
-print(out.shape[1] > 0, tuple(scores.shape))
-""")
-    assert out.split() == ["True", "(1,", "1)"]
-
-
 FIRST_CALLS = {  # each extra: what its front end does first
     "video": "import torch; from pnd.io.video import write_video; write_video('unused.mp4', torch.zeros(1, 3, 8, 8))",
     "eval": "import pnd.integrations.lmms_eval",
@@ -143,30 +108,73 @@ FIRST_CALLS = {  # each extra: what its front end does first
     "quant": "from pnd.io.loading import load_model; load_model('unused', load_in_4bit=True)",
 }
 
+NEW_PROCESS = f"""
+import contextlib, io, json, sys
+said = {{}}
+import pnd
+said["import pnd"] = [sorted(m for m in sys.modules if m.startswith("pnd")), [m for m in {OPTIONAL!r} if m in sys.modules]]
 
-def test_a_front_end_without_its_extra_names_the_extra_to_install():
-    """Each front end, in one process without the optional packages: an error that names its extra."""
-    out = run_python(BLOCK_OPTIONAL + f"""
+for name in {OPTIONAL!r}:
+    sys.modules[name] = None  # as if not installed: importing it raises ImportError
+from pnd.testing import random_video, tiny_inputs, tiny_model
+model, processor = tiny_model("llava_onevision")
+pnd.attach(model)
+out = model.generate(**tiny_inputs(processor, "llava_onevision"), max_new_tokens=3, do_sample=False,
+                     logits_processor=[pnd.PriorNormalized(0.5)])
+scores = pnd.CaptionScorer(model, processor).score([random_video(0)], ["a red circle"])
+said["core"] = [out.shape[1], list(scores.shape)]
+
+said["first calls"] = {{}}
 for extra, code in {FIRST_CALLS!r}.items():
     try:
         exec(code)
-        print(extra, "ran")
+        said["first calls"][extra] = "ran"
     except Exception as error:
-        print(extra, " ".join(str(error).split()))
-""")
-    said = dict(line.split(" ", 1) for line in out.splitlines())
+        said["first calls"][extra] = " ".join(str(error).split())
+
+from pnd.cli import main
+with contextlib.redirect_stderr(io.StringIO()) as stderr:
+    said["pnd demo"] = [main(["demo", "--out", sys.argv[1]]), stderr.getvalue()]
+print(json.dumps(said))
+"""
+
+
+@pytest.fixture(scope="module")
+def new_process(tmp_path_factory):
+    """What one new interpreter saw, in this order: `import pnd` alone; then, with the optional packages blocked (as if
+    `pip install pnd` with no extra), the core on a tiny model, each extra's first call and `pnd demo`."""
+    out = tmp_path_factory.mktemp("new_process") / "x.png"
+    result = subprocess.run([sys.executable, "-c", NEW_PROCESS, str(out)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_import_pnd_loads_core_modules_only_and_no_optional_dependency(new_process):
+    loaded, optional = new_process["import pnd"]
+    assert "pnd.decoding.paired" in loaded and not [m for m in loaded if is_front_end(m)]
+    assert optional == []
+
+
+def test_the_core_works_without_any_extra(new_process):
+    """What `pip install pnd` (no extra) gives: attach + PriorNormalized + CaptionScorer on a tiny model."""
+    length, scores = new_process["core"]
+    assert length > 0 and scores == [1, 1]
+
+
+def test_a_front_end_without_its_extra_names_the_extra_to_install(new_process):
+    """Each front end without the optional packages: an error that names its extra."""
+    said = new_process["first calls"]
     assert list(said) == list(FIRST_CALLS)
     for extra, message in said.items():
         assert f"pip install 'pnd[{extra}]'" in message, (extra, message)
 
 
-def test_the_command_line_reports_a_missing_extra_in_one_line(tmp_path):
-    """`pnd demo` reads its sample videos with PyAV: without pnd[video] it says so, with no traceback."""
-    code = BLOCK_OPTIONAL + f"from pnd.cli import main; raise SystemExit(main(['demo', '--out', {str(tmp_path / 'x.png')!r}]))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith("pnd demo: av is missing")
-    assert "pip install 'pnd[video]'" in result.stderr
+def test_the_command_line_reports_a_missing_extra_in_one_line(new_process):
+    """`pnd demo` reads its sample videos with PyAV: without pnd[video] it says so in one line and exits 2."""
+    status, stderr = new_process["pnd demo"]
+    assert status == 2 and "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith("pnd demo: av is missing")
+    assert "pip install 'pnd[video]'" in stderr
 
 
 def test_test_modules_do_not_import_each_other():
@@ -231,22 +239,24 @@ def test_no_module_reaches_into_private_attributes(name):
     assert private_reaches(MODULES[name]) == []
 
 
-def test_the_old_module_paths_still_import_with_a_deprecation_warning():
+def test_the_old_module_paths_still_import_with_a_deprecation_warning(monkeypatch):
     """What pnd 0.2 users imported (pnd.video, pnd.explain, pnd.tiny_builders, ...) is the moved module itself."""
+    import importlib
+    import warnings
+
     from pnd._moved import MOVED
 
-    out = run_python(f"""
-import importlib, warnings
-for old, new in {MOVED!r}.items():
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new) and module.__name__ == new == module.__spec__.name, old
-    assert [w.category for w in caught] == [DeprecationWarning] and new in str(caught[0].message), (old, caught)
-from pnd.video import read_video
-print(read_video.__module__)
-""")
-    assert out.split() == ["pnd.io.video"]
+    for old, new in MOVED.items():
+        monkeypatch.delitem(sys.modules, old, raising=False)  # imported before (the doctest of pnd._moved): anew
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(new) and module.__name__ == new == module.__spec__.name, old
+        assert [w.category for w in caught] == [DeprecationWarning] and new in str(caught[0].message), (old, caught)
+    monkeypatch.delitem(sys.modules, "pnd.video", raising=False)
+    with pytest.warns(DeprecationWarning, match="pnd.video moved to pnd.io.video"):
+        from pnd.video import read_video
+    assert read_video.__module__ == "pnd.io.video"
 
 
 def test_no_module_of_pnd_is_over_400_lines():
