@@ -15,6 +15,15 @@ if DEVICE.type == "cuda":  # bit-for-bit comparisons (alpha=0 is plain generate)
     torch.backends.cudnn.allow_tf32 = False
 
 
+@pytest.fixture(autouse=True)
+def _same_threads_after_each_test():
+    """A test that sets torch's thread count (`bench_prefill.main` sets its `--threads`, 2 by default) would leave every
+    later test of its worker with it: two workers of two threads each on CI's 2 cores spend several times the CPU."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 @functools.cache
 def _cached(model_type):
     return tiny_model(model_type)
