@@ -182,11 +182,14 @@ FAMILIES = ("llava_onevision", "qwen2_vl", "qwen3_vl", "qwen3_5", "gemma3", "lla
 
 
 def runs(model, processor, model_type):
-    """(name, call) of every method and mode pnd takes on `model_type`, `prior_logits` and `CaptionScorer`."""
+    """(name, call) of every method and mode pnd takes on `model_type`, `prior_logits` and `CaptionScorer`. Sampling
+    runs for cpn alone: pnd's code does not branch on it (generate draws from the scores its processors return)."""
     one = on_first_device(tiny_inputs(processor, model_type))
     batch = one if model_type == "minimax_m3_vl" else on_first_device(tiny_inputs(processor, model_type, PROMPTS))
     for method, make in METHODS.items():
         for mode, kwargs in MODES.items():
+            if mode == "sample" and method != "cpn":
+                continue
             yield f"{method}-{mode}", lambda make=make, kwargs=kwargs: model.generate(
                 **batch, max_new_tokens=3, logits_processor=[make()], **{"do_sample": False, **kwargs})
     yield "prior_logits", lambda: pnd.prior_logits(model, **one)
@@ -230,7 +233,7 @@ def test_pnd_on_a_model_split_over_two_devices_keeps_each_layers_tensors_on_its_
     assert "cpn-greedy" in ran and "prior_logits" in ran
     assert refused == refusals(model_type, refused), "the split refuses what the model on one device does not"
     if model_type == "llava_onevision":  # a family every method and mode runs on: nothing refused
-        assert len(ran) == len(METHODS) * len(MODES) + 2, sorted(ran)
+        assert refused == {} and "vista-static" in ran and "cpn-sample" in ran
 
 
 def test_the_emulation_catches_a_tensor_left_on_the_first_device():
