@@ -16,10 +16,11 @@ def instance_state(model) -> dict:
     return {**vars(model), "attention": config._attn_implementation, "patched submodules": patched}
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "nemotron_h_omni", "minimax_m3_vl", "kosmos-2"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "qwen2_vl", "nemotron_h_omni", "minimax_m3_vl", "kosmos-2",
+                                        "exaone4_5"])
 def test_detach_leaves_no_pnd_attribute_on_the_model(model_type):
     """nemotron_h_omni: attach also repairs transformers' video features on the instance; minimax_m3_vl: it patches
-    the indexers of its sparse layers. detach takes both back."""
+    the indexers of its sparse layers; exaone4_5: its `prepare_inputs_for_generation`. detach takes them back."""
     model, processor = tiny_model(model_type)
     pnd.detach(model)  # tiny_model binds the processor, as attach(model, processor) does: start from a bare model
     before = instance_state(model)
@@ -64,3 +65,20 @@ def test_detach_after_a_scorer_prepared_the_model_leaves_no_repair(tiny):
     assert "forward" in vars(model)  # the scorer's repair
     pnd.detach(pnd.attach(model, processor))
     assert "forward" not in vars(model)
+
+
+
+@pytest.mark.parametrize("model_type, prepare", [
+    ("kosmos-2", lambda model, processor: pnd.prior_logits(model, **tiny_inputs(processor, "kosmos-2"))),
+    ("exaone4_5", lambda model, processor: pnd.CaptionScorer(model, processor))])
+def test_detach_after_pnd_prepared_the_model_first_leaves_no_repair(model_type, prepare):
+    """pnd.prior_logits and CaptionScorer prepare an unattached model (Kosmos-2's forward, EXAONE 4.5's
+    prepare_inputs_for_generation); a later attach and detach leave the model as it was before either."""
+    model, processor = tiny_model(model_type)
+    pnd.detach(model)
+    before = instance_state(model)
+    prepare(model, processor)
+    assert instance_state(model).keys() - before.keys() - {"_pnd"}  # the repair is on the model
+    pnd.detach(pnd.attach(model, processor))
+    after = instance_state(model)
+    assert after.keys() == before.keys() and all(after[k] is before[k] or after[k] == before[k] for k in before)

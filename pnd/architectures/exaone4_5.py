@@ -17,13 +17,14 @@ import functools
 
 import torch
 
-from .registry import Architecture, register
+from .registry import Architecture, register, unwrap, wrap
 
 
-def _exaone4_5_inputs(model, input_ids, **kwargs):
-    """EXAONE 4.5's model inputs with the position ids its forward would count (`arange` over the whole sequence,
-    left padding included) instead of None, for a caller that reads them (pnd's paired prefill)."""
-    inputs = type(model).prepare_inputs_for_generation(model, input_ids, **kwargs)
+def _exaone4_5_inputs(prepare_inputs, input_ids, **kwargs):
+    """EXAONE 4.5's model inputs (`prepare_inputs`, the model's own) with the position ids its forward would count
+    (`arange` over the whole sequence, left padding included) instead of None, for a caller that reads them (pnd's
+    paired prefill)."""
+    inputs = prepare_inputs(input_ids, **kwargs)
     new = inputs.get("input_ids")
     new = new if new is not None else inputs["inputs_embeds"]
     if inputs.get("position_ids") is None:
@@ -35,11 +36,13 @@ def _exaone4_5_inputs(model, input_ids, **kwargs):
 
 class Exaone4_5Architecture(Architecture):
     """EXAONE 4.5 and HyperCLOVAX Vision V2: their `prepare_inputs_for_generation` passes no position ids; pnd gives
-    the model one that passes the model's own (`_exaone4_5_inputs`)."""
+    the model one that passes the model's own (`_exaone4_5_inputs`), a repair that `pnd.detach` takes back."""
 
     def prepare(self, model) -> None:
-        if "prepare_inputs_for_generation" not in vars(model):
-            model.prepare_inputs_for_generation = functools.partial(_exaone4_5_inputs, model)
+        wrap(model, "prepare_inputs_for_generation", lambda prepare: functools.partial(_exaone4_5_inputs, prepare))
+
+    def unprepare(self, model) -> None:
+        unwrap(model, "prepare_inputs_for_generation")
 
 
 EXAONE4_5 = register(Exaone4_5Architecture(name="EXAONE 4.5", model_types=("exaone4_5",),
