@@ -87,6 +87,20 @@ def test_feature_equals_the_reference(tiny, feature):
         torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize("how", ["inputs=", "positional"])
+def test_the_prompt_by_generates_own_first_parameter_decodes_as_the_reference(tiny, how):
+    """`generate(inputs=input_ids, ...)`, the name of generate's first parameter, and the ids given positionally."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    eos, length = model.generation_config.eos_token_id, inputs["input_ids"].shape[1]
+    rest = {k: v for k, v in inputs.items() if k != "input_ids"}
+    args, kwargs = ((), {"inputs": inputs["input_ids"]}) if how == "inputs=" else ((inputs["input_ids"],), {})
+    out = pnd.attach(model).generate(*args, **kwargs, **rest, max_new_tokens=STEPS, min_new_tokens=STEPS,
+                                     do_sample=False, logits_processor=[pnd.PriorNormalized(ALPHA)])
+    sequence, _ = reference(model, inputs, LogitsProcessorList([MinNewTokensLengthLogitsProcessor(length, STEPS, eos)]))
+    assert torch.equal(out, sequence)
+
+
 @pytest.mark.parametrize("kind", ["dynamic", "static"])
 def test_an_empty_cache_object_decodes_as_the_reference(tiny, kind):
     """generate(..., past_key_values=DynamicCache(config=...)), or a new StaticCache, as transformers' own tests and much

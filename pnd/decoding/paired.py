@@ -140,7 +140,10 @@ def detach(model) -> None:
 
 def _generate(model, attachment: Attachment, *args, **kwargs):
     """The attached `generate`: the expansion the inputs carry (`reported.EXPANSION_KEY`) is taken out of them, and read
-    by the prior for the whole call."""
+    by the prior for the whole call. The prompt given as `inputs=` (generate's first parameter) is read as given
+    positionally."""
+    if not args and kwargs.get("inputs") is not None:
+        args = (kwargs.pop("inputs"),)
     with expansions_given(carried_expansions(kwargs, args[0] if args else None)):
         return _generate_carried(model, attachment, *args, **kwargs)
 
