@@ -277,6 +277,26 @@ def test_models_the_interventions_cannot_reach_are_refused_with_the_reason(model
         generate(altup, tiny_inputs(altup_processor, "gemma3n", PROMPTS[:1]), pnd.VISTA(prior="masked"))
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_a_prompt_without_a_visual_token_is_refused(models, name):
+    """docs/design.md §3.7; ONLY reads its heads' entropy over the visual slots, PAI amplifies them."""
+    model, processor, _ = models("llava_onevision")
+    text_only = on_device(processor.tokenizer(["Describe the video."], return_tensors="pt"))
+    with pytest.raises(ValueError, match=r"No visual tokens in prompt row\(s\) \[0\]"):
+        generate(model, text_only, METHODS[name]()[0])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_prompt_without_attention_mask_decodes_as_with_one(models, name):
+    """generate builds the mask of an unpadded prompt given without one; each method decodes as with it (ONLY's
+    contrast rows took theirs from the inputs)."""
+    model, processor, _ = models("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
+    without = {k: v for k, v in inputs.items() if k != "attention_mask"}
+    ours = METHODS[name]()[0]
+    assert torch.equal(generate(model, without, ours).sequences, generate(model, inputs, ours).sequences)
+
+
 def test_registry_builds_pai_and_only_with_the_papers_defaults():
     assert repr(method("pai").processor()) == repr(pnd.PAI(alpha=0.2, gamma=1.1, beta=0.1, start_layer=2, end_layer=32))
     assert repr(method("only").processor()) == repr(pnd.ONLY(layer=0, alpha1=3.0, alpha2=1.0, gamma=0.2))
@@ -314,5 +334,7 @@ def test_lmms_eval_model_args_method(tmp_path, models, name, settings):
     end = eos(reference_model)[0]
     tokens = tokens[: tokens.index(end) + 1] if end in tokens else tokens
     assert generated == [processor.decode(tokens, skip_special_tokens=True)]
-    losses = lm.loglikelihood([SimpleNamespace(args=(question, " yes", lambda doc: [doc["image"]], 0, "t", "test"))])
-    assert np.isfinite(losses[0][0])
+    choices = [" yes", " no", " zebra", " A"]  # PAI's cut beta drops some of them: no cut in loglikelihood
+    losses = lm.loglikelihood([SimpleNamespace(args=(question, c, lambda doc: [doc["image"]], 0, "t", "test"))
+                               for c in choices])
+    assert all(np.isfinite(loss) for loss, _ in losses)

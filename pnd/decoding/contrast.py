@@ -161,7 +161,10 @@ def prepare_contrast(architecture, normalizer, config, args: tuple, kwargs: dict
     if prior == "noise":
         return _padded(architecture, kwargs, _noised(architecture, kwargs, normalizer))
     if prior == "same":  # ONLY: the conditioned inputs, with an intervention on their rows
-        return _sharing(architecture, {k: v for k, v in kwargs.items() if torch.is_tensor(v)}, kwargs), 0
+        same = {k: v for k, v in kwargs.items() if torch.is_tensor(v)}
+        if same.get("attention_mask") is None:
+            same["attention_mask"] = torch.ones_like(same["input_ids"])
+        return _sharing(architecture, same, kwargs), 0
     contrast = _given(prior_inputs, kwargs["input_ids"])
     check_pixels(contrast, architecture.pixel_keys, "generate's prior_inputs")
     contrast, pad = _padded(architecture, kwargs, contrast)

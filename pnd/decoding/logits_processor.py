@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import math
@@ -58,6 +59,14 @@ class PairedProcessor(LogitsProcessor):
                 f"model.generate(..., logits_processor=[{name}(...)])."
             )
         return generation
+
+    def without_cut(self) -> PairedProcessor:
+        """A copy of this processor without its plausibility cut, for scoring given tokens (lmms-eval's
+        `loglikelihood`): a choice the cut drops would get an infinite loss, as would every other it drops."""
+        uncut = copy.copy(self)
+        if getattr(uncut, "plausibility", None) is not None:
+            uncut.plausibility = None
+        return uncut
 
     @staticmethod
     def log_probs(generation: Generation, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -64,9 +64,9 @@ def default_position_ids(model, input_ids: torch.Tensor, attention_mask: torch.T
     return architecture_for(model).position_ids(model, input_ids, attention_mask, **metadata)
 
 
-def text_slots(visual: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Mask of the attended tokens the prior sees, from the mask of the visual expansion, with the errors
-    docs/design.md §3.7 asks for."""
+def check_visual_rows(visual: torch.Tensor) -> None:
+    """Refuse a prompt row without a visual token (docs/design.md §3.7), from the mask of the visual expansion (or
+    of its placeholders)."""
     if not bool(visual.any(dim=1).all()):
         rows = (~visual.any(dim=1)).nonzero().flatten().tolist()
         raise ValueError(
@@ -74,6 +74,12 @@ def text_slots(visual: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tens
             "placeholder in every prompt. Build the inputs with the model's processor from a prompt that "
             "contains the image/video (e.g. processor.apply_chat_template with a {'type': 'video'} part)."
         )
+
+
+def text_slots(visual: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Mask of the attended tokens the prior sees, from the mask of the visual expansion, with the errors
+    docs/design.md §3.7 asks for."""
+    check_visual_rows(visual)
     text = attention_mask.bool() & ~visual
     if not bool(text[:, -1].all()):
         padded = (~attention_mask[:, -1].bool()).nonzero().flatten().tolist()

@@ -35,7 +35,7 @@ from .cache import PairedCache, PairedStaticCache, SteeredStaticCache, additive_
 from .contrast import contrast_prefill
 from .generation import prior_terms, running_generation
 from .packed import packed_prefill, packs_prior, sdpa_over_whole_context, use_split_attention
-from .prior import blank_prefill, masked_prefill
+from .prior import blank_prefill, check_visual_rows, masked_prefill
 
 _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_ids", "mm_token_type_ids")
 # a keyword of the attached forward: these are a static cache's decoding step's inputs of the conditioned rows, pair
@@ -201,6 +201,8 @@ def _reach_interventions(model, generation, input_ids: torch.Tensor) -> None:
     generation.reached = reach(model, [i for i in generation.normalizer.interventions
                                        if isinstance(i, AttentionIntervention)])
     generation.visual = _placeholders(model, generation, input_ids)
+    if generation.reached:  # PAI and ONLY act on the visual slots' attention (VISTA's priors check their own)
+        check_visual_rows(generation.visual)
 
 
 def _placeholders(model, generation, input_ids: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import functools
 import sys
 from pathlib import Path
@@ -269,9 +268,7 @@ class PndHf(lmms):
         ((task, split, doc_id, context), indices), = batch
         doc, visuals = self._visuals(requests[indices[0]].args[2], task, split, doc_id)
         inputs, extra = self._batch_inputs([(context, visuals)]), self._contrast([(context, visuals)])
-        method = copy.copy(self.normalizer)
-        if getattr(method, "plausibility", None) is not None:
-            method.plausibility = None
+        method = self.normalizer.without_cut()
         scores = []
         for answer in (c if isinstance(c, str) else c(doc) for c in (requests[i].args[1] for i in indices)):
             ids = self._scorer.caption_ids(answer)

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -100,6 +101,12 @@ class PAI(PairedProcessor):
         if self.beta > 0:
             out = out.masked_fill(x < x.amax(dim=-1, keepdim=True) + math.log(self.beta), -math.inf)
         return out.masked_fill(torch.isneginf(x), -math.inf)
+
+    def without_cut(self) -> PAI:
+        """A copy without the plausibility cut `beta` (`PairedProcessor.without_cut`)."""
+        uncut = copy.copy(self)
+        uncut.beta = 0.0
+        return uncut
 
     def __repr__(self) -> str:
         extra = "" if self.prior == "text" else f", prior={self.prior!r}"
