@@ -85,3 +85,32 @@ def test_no_per_call_state_outlives_the_call(tiny):
                                 "noise_step": 500, "seed": 0}  # its settings only
     assert pnd.decoding.generation.running_generation() is None
     assert not any(isinstance(v, pnd.decoding.generation.Generation) for v in vars(attachment_of(model)).values())
+
+
+def test_two_vista_calls_in_flight_each_steer_once(tiny):
+    """VISTA's steering is a forward hook on each decoder layer: two calls in flight on one model (they meet at every
+    step) each add their own vectors once, as alone."""
+    model, processor = tiny("llava_onevision")
+    pnd.attach(model)
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    meet = threading.Barrier(2)
+
+    class Meet:
+        def __init__(self, together):
+            self.together = together
+
+        def __call__(self, input_ids, scores):
+            if self.together:
+                meet.wait(timeout=120)
+            return scores
+
+    def call(strength, together):
+        out = model.generate(**inputs, max_new_tokens=6, min_new_tokens=6, do_sample=False, return_dict_in_generate=True,
+                             output_scores=True, logits_processor=[Meet(together), pnd.VISTA(strength)])
+        return out.sequences, torch.stack(out.scores)
+
+    alone = [call(0.05, False), call(0.1, False)]
+    assert not torch.equal(alone[0][0], alone[1][0])
+    for results in overlapping([lambda: call(0.05, True), lambda: call(0.1, True)]):
+        for got, want in zip(results, alone):
+            assert_same(got, want)

@@ -20,6 +20,8 @@ Example:
 from __future__ import annotations
 
 import functools
+import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -72,6 +74,33 @@ def _layer_hook(index: int, module, args, output):
     return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
 
 
+class _SharedHook:
+    """`_layer_hook` on decoder layer `index`, once per layer whatever the number of VISTA calls in flight on the
+    model (each adds the steering of the call running in its own thread or context, `running_call`): registered by the
+    first call, removed by the last call's `remove`."""
+
+    _hooks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # layer -> [its hook's handle, calls using it]
+    _lock = threading.Lock()
+
+    def __init__(self, layer: torch.nn.Module, index: int):
+        self.layer, self.removed = layer, False
+        with self._lock:
+            entry = self._hooks.get(layer)
+            if entry is None:
+                entry = self._hooks[layer] = [layer.register_forward_hook(functools.partial(_layer_hook, index)), 0]
+            entry[1] += 1
+
+    def remove(self) -> None:
+        with self._lock:
+            entry = None if self.removed else self._hooks.get(self.layer)
+            self.removed = True
+            if entry is not None:
+                entry[1] -= 1
+                if not entry[1]:
+                    entry[0].remove()
+                    del self._hooks[self.layer]
+
+
 @contextmanager
 def _capturing(positions: list[int]) -> Iterator[dict]:
     """Within the block, each decoder layer's output (rows, len(positions), hidden) at `positions`, by layer index."""
@@ -106,8 +135,7 @@ def steering_prefill(model, generation, conditioned, kwargs: dict, input_ids: to
     if not hasattr(model.get_decoder(), "norm"):
         raise ValueError(f"VISTA reads the language model's hidden states after its final norm, which pnd does not "
                          f"find on {type(model).__name__}.")
-    generation.hooks += [layer.register_forward_hook(functools.partial(_layer_hook, index))
-                         for index, layer in enumerate(decoder_layers(model))]
+    generation.hooks += [_SharedHook(layer, index) for index, layer in enumerate(decoder_layers(model))]
     unsteered = {**kwargs, "past_key_values": DynamicCache(config=model.config.get_text_config(decoder=True))}
     mode = generation.normalizer.prior
     if packed_prefill is not None:  # the prompt's last token; the prior's, last in every row (`prior.prior_slots`)
