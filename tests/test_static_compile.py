@@ -408,3 +408,19 @@ def test_static_decoding_on_an_sdpa_model_leaves_generate_no_step_mask_to_build(
     out = run(model, inputs, "greedy", **settings)
     assert built.count(1) == 0 and plain.shape == out.sequences.shape
     assert_equals_reference(model, inputs, out, "greedy")
+
+
+@pytest.mark.parametrize("how", ["model.compile", "forward"])
+@pytest.mark.parametrize("name", ["pai", "only"])
+def test_interventions_on_a_compiled_model_are_refused_not_dropped(name, how):
+    """PAI and ONLY act in pnd's attention, which a model compiled by the user (`model.compile()`, or its forward
+    through torch.compile) runs traced, out of pnd's sight: refused with the reason, never decoded without the
+    intervention."""
+    model, processor = tiny_model("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    if how == "model.compile":
+        model.compile(backend="eager")
+    else:
+        model.forward = torch.compile(model.forward, backend="eager")
+    with pytest.raises(ValueError, match="did not reach the language model's attention: its layers ran compiled"):
+        pnd.attach(model).generate(**inputs, max_new_tokens=2, do_sample=False, logits_processor=[STEP_METHODS[name]()])

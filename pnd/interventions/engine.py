@@ -114,6 +114,7 @@ class _Call:
     visual: torch.Tensor | None  # (batch of the call, slots) bool: the sequence's slots, this call's tokens included
     steering: torch.Tensor | None  # (rows, layers, hidden): what each layer's output gets on the conditioned rows
     keys: dict = field(default_factory=dict)  # (rows, key slots, mask) -> (mask, visual, seen, unseen): `_key_slots`
+    visited: set = field(default_factory=set)  # the reached layers whose attention ran through pnd in this call
 
 
 _CALL: ContextVar[_Call | None] = ContextVar("pnd_intervened_call", default=None)
@@ -130,11 +131,20 @@ def intervening(reached: dict, visual: torch.Tensor | None, length: int = 0, ste
     if reached:
         visual = torch.nn.functional.pad(visual, (0, max(length - visual.shape[1], 0)))
     acting = reached or steering is not None
-    token = _CALL.set(_Call(reached, rows, visual, steering) if acting else None)
+    call = _Call(reached, rows, visual, steering) if acting else None
+    token = _CALL.set(call)
     try:
         yield
+        if reached and not call.visited:
+            raise ValueError(_HIDDEN)
     finally:
         _CALL.reset(token)
+
+
+_HIDDEN = ("The intervention did not reach the language model's attention: its layers ran compiled (model.compile(), "
+           "torch.compile of the model's forward or of a submodule), where pnd's attention does not see the call. "
+           "PAI and ONLY run on the uncompiled model: generate with a model that was not compiled (a static cache "
+           "with compile_config is fine: pnd then runs the intervened steps eagerly).")
 
 
 def running_call() -> _Call | None:
@@ -147,6 +157,8 @@ def attention_with_interventions(module, query, key, value, attention_mask, atte
     in this module's layer changes the output of its rows."""
     call = None if torch.compiler.is_compiling() else _CALL.get()
     layer, acting = (None, ()) if call is None else call.reached.get(id(module), (None, ()))
+    if acting:
+        call.visited.add(layer)
     output, weights = attend(module, query, key, value, attention_mask, **kwargs)
     for intervention in acting:
         rows = call.rows.get(intervention.rows)
