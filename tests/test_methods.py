@@ -303,6 +303,24 @@ def test_contrast_with_a_static_cache(tiny, model_type, kind):
         torch.testing.assert_close(static_layer.keys[:, :, :length], dynamic_layer.keys, atol=1e-4, rtol=0)
 
 
+def test_lengths_count_from_the_prompt_as_given_where_the_contrast_is_longer(tiny):
+    """ICD's contrast prompt is longer than the prompt, which pnd left-pads to its length: max_length and min_length
+    still count from the prompt as given (the same tokens and scores as max_new_tokens and min_new_tokens, whose
+    calls equal the brute-force reference above), and no_repeat_ngram_size, which would read the padding as text, is
+    refused before any work."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    normalizer, extra, _ = contrast_case(processor, "llava_onevision", inputs, "icd")
+    length = inputs["input_ids"].shape[1]
+    by_new = run(model, inputs, normalizer, min_new_tokens=STEPS, **extra)
+    by_length = model.generate(**inputs, max_length=length + STEPS, min_length=length + STEPS, do_sample=False,
+                               logits_processor=[normalizer], return_dict_in_generate=True, output_scores=True, **extra)
+    assert torch.equal(by_length.sequences, by_new.sequences)
+    assert all(torch.equal(a, b) for a, b in zip(by_length.scores, by_new.scores, strict=True))
+    with pytest.raises(ValueError, match=r"no_repeat_ngram_size=2 .* left-pads the prompt by \d+ slots"):
+        run(model, inputs, normalizer, no_repeat_ngram_size=2, **extra)
+
+
 def test_a_contrast_on_the_prompts_own_video_runs_the_vision_tower_once(tiny):
     """Issue 47: ICD's contrast on the prompt's own video (what `pnd.icd_inputs` builds) and ONLY's contrast (the prompt
     itself) take the vision tower's outputs that generate computed for the prompt: one pass of the tower per call, as

@@ -243,6 +243,22 @@ def _padded(architecture, kwargs: dict, contrast: dict) -> tuple[dict, int]:
     return contrast, pad
 
 
+def count_past_padding(config, kwargs: dict, pad: int) -> None:
+    """Make generate's lengths count from the prompt as given, past the `pad` slots `_padded` put before it: a
+    `max_length` or `min_length` of the whole sequence (no max_new_tokens / min_new_tokens, which count from the
+    prompt's end) grows by `pad`, in `kwargs` and in `config` (generate's config for this call); `no_repeat_ngram_size`,
+    which would read the padding as text, is refused."""
+    if config.no_repeat_ngram_size:
+        raise ValueError(f"no_repeat_ngram_size={config.no_repeat_ngram_size} reads the n-grams of the whole sequence, "
+                         f"and pnd left-pads the prompt by {pad} slots to the length of the contrast prompt (prior_inputs,"
+                         " longer): remove no_repeat_ngram_size (repetition_penalty works), or give a contrast prompt "
+                         "no longer than the prompt.")
+    if config.max_new_tokens is None:
+        kwargs["max_length"] = config.max_length = config.max_length + pad
+    if config.min_new_tokens is None and config.min_length:
+        kwargs["min_length"] = config.min_length = config.min_length + pad
+
+
 def contrast_prefill(model, forward, contrast: dict, prefill_kwargs: dict) -> PriorPrefill:
     """The contrast rows' prefill: `forward` (the model's own) on the contrast inputs, into a cache of their own, then
     each row repeated as `generate` repeated the conditioned prompt's (beams, returned sequences)."""

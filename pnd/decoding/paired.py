@@ -33,7 +33,7 @@ from ..attachment import Attachment, attachment_of, is_attached, remove_attachme
 from ..interventions.steering import steering_strength
 from ..validation import check_pixels
 from .cache import PairedCache, PairedStaticCache, SteeredStaticCache
-from .contrast import CONTRASTS, prepare_contrast, without_padding
+from .contrast import CONTRASTS, count_past_padding, prepare_contrast, without_padding
 from .generation import Generation, running
 from .logits_processor import PairedProcessor
 from .packed import stop_split_attention, use_split_attention
@@ -165,6 +165,8 @@ def _generate_carried(model, attachment: Attachment, *args, logits_processor=Non
                             input_ids=kwargs["input_ids"] if kwargs.get("input_ids") is not None else
                             args[0] if args else None)
     generation.contrast, pad = prepare_contrast(attachment.architecture, normalizer, config, args, kwargs, prior_inputs)
+    if pad:
+        count_past_padding(config, kwargs, pad)
     if needs_prior:
         _refuse_unsupported(config, kwargs)
         check_unpadded(model.config.get_text_config(decoder=True), kwargs.get("attention_mask"),
