@@ -109,6 +109,22 @@ def test_caption_prior_is_the_same_for_every_video_and_computed_once(tiny, monke
     assert len(calls) == 1
 
 
+def test_caption_priors_are_computed_anew_after_the_weights_change():
+    """A scorer kept across weight changes (evaluation between training steps): the priors it kept for a prompt
+    layout are not reused once the weights changed in place; its scores equal a new scorer's."""
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model("llava_onevision")
+    scorer = pnd.CaptionScorer(model, processor, alpha=0.9)
+    before = scorer.score(VIDEOS[:1], CAPTIONS, return_parts=True).prior
+    with torch.no_grad():
+        model.lm_head.weight.mul_(2.0)
+    after = scorer.score(VIDEOS[:1], CAPTIONS, return_parts=True).prior
+    assert not torch.allclose(after, before)
+    torch.testing.assert_close(after, pnd.CaptionScorer(model, processor, alpha=0.9).score(
+        VIDEOS[:1], CAPTIONS, return_parts=True).prior)
+
+
 def test_batched_and_chunked_scores_equal_one_by_one(tiny):
     model, processor = tiny("qwen2_vl")
     batched = pnd.CaptionScorer(model, processor, batch_size=16).score(VIDEOS, CAPTIONS)

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import torch
 
+from .._compat.weights import weights_state
 from ..architectures import architecture_for
 from ..architectures.reported import EXPANSION_KEY, bind_processor, expansions_given
 from ..decoding.prior import masked_prefill
@@ -261,8 +262,10 @@ class CaptionScorer:
         return conditioned_prefixes(self.model, self.processor, inputs)[0]
 
     def _caption_priors(self, prefix: Prefix, tokens: list[list[int]]) -> torch.Tensor:
-        """Prior log-probs of the captions, computed once per caption while the prompt layout stays the same."""
-        layout = (tuple(prefix.input_ids.flatten().tolist()), tuple(prefix.positions.flatten().tolist()))
+        """Prior log-probs of the captions, computed once per caption while the prompt layout and the model's weights
+        stay the same."""
+        layout = (tuple(prefix.input_ids.flatten().tolist()), tuple(prefix.positions.flatten().tolist()),
+                  weights_state(self.model))
         # one layout kept (memory stays bounded over many prompts), replaced only once the new values are known
         priors = self._priors if layout == self._prior_layout else {}
         missing = list(dict.fromkeys(tuple(t) for t in tokens if tuple(t) not in priors))
