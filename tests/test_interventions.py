@@ -297,6 +297,17 @@ def test_a_prompt_without_attention_mask_decodes_as_with_one(models, name):
     assert torch.equal(generate(model, without, ours).sequences, generate(model, inputs, ours).sequences)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_refusals_name_the_method(models, name):
+    """A generate argument the paired decoding cannot run is refused naming the user's method, not PriorNormalized."""
+    model, processor, _ = models("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
+    ours = METHODS[name]()[0]
+    label = type(ours).__name__
+    with pytest.raises(ValueError, match=rf"^{label} does not support use_cache=False: .* or generate without {label}"):
+        generate(model, inputs, ours, use_cache=False)
+
+
 def test_registry_builds_pai_and_only_with_the_papers_defaults():
     assert repr(method("pai").processor()) == repr(pnd.PAI(alpha=0.2, gamma=1.1, beta=0.1, start_layer=2, end_layer=32))
     assert repr(method("only").processor()) == repr(pnd.ONLY(layer=0, alpha1=3.0, alpha2=1.0, gamma=0.2))

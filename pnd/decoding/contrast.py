@@ -154,7 +154,7 @@ def prepare_contrast(architecture, normalizer, config, args: tuple, kwargs: dict
         raise ValueError(f"PriorNormalized(prior={prior!r}) takes the prompt by keyword: "
                          "model.generate(input_ids=..., ...) or model.generate(**inputs, ...).")
     if kwargs.get("past_key_values") is not None:
-        raise ValueError(f"PriorNormalized(prior={prior!r}) does not continue a conversation from past_key_values yet: "
+        raise ValueError(f"{normalizer!r} does not continue a conversation from past_key_values yet: "
                          "pass the whole conversation as input_ids, without past_key_values.")
     if kwargs.get("input_ids") is None:
         raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")

@@ -168,7 +168,7 @@ def _generate_carried(model, attachment: Attachment, *args, logits_processor=Non
     if pad:
         count_past_padding(config, kwargs, pad)
     if needs_prior:
-        _refuse_unsupported(config, kwargs)
+        _refuse_unsupported(config, kwargs, normalizer)
         check_unpadded(model.config.get_text_config(decoder=True), kwargs.get("attention_mask"),
                        "PriorNormalized (alpha > 0)")
         _check_visual_inputs(model, attachment.architecture, args, kwargs)
@@ -257,12 +257,15 @@ def _continued_cache(model, generation: Generation, config, input_ids: torch.Ten
     return cache
 
 
-def _refuse_unsupported(config, kwargs: dict) -> None:
+def _refuse_unsupported(config, kwargs: dict, normalizer: PairedProcessor) -> None:
     """Raise before any work if this `generate` call asks for something the paired decoding cannot do exactly,
     naming the user's own setting and the fix."""
+    method = type(normalizer).__name__
+    named, plain = (("PriorNormalized (alpha > 0)", "use PriorNormalized(0) for plain decoding")
+                    if method == "PriorNormalized" else (method, f"generate without {method}"))
+
     def refuse(setting: str, why: str) -> None:
-        raise ValueError(f"PriorNormalized (alpha > 0) does not support {setting}: {why} Remove it, or use "
-                         "PriorNormalized(0) for plain decoding.")
+        raise ValueError(f"{named} does not support {setting}: {why} Remove it, or {plain}.")
 
     outside = "candidate tokens would be checked outside the paired forward, without the prior rows."
     audio = ("input_features", "audio_input_ids")  # Inkling's: quantized mel bins

@@ -65,15 +65,12 @@ def default_position_ids(model, input_ids: torch.Tensor, attention_mask: torch.T
 
 
 def check_visual_rows(visual: torch.Tensor) -> None:
-    """Refuse a prompt row without a visual token (docs/design.md §3.7), from the mask of the visual expansion (or
-    of its placeholders)."""
+    """Refuse a prompt row without a visual token (§3.7), from the mask of its visual expansion or placeholders."""
     if not bool(visual.any(dim=1).all()):
         rows = (~visual.any(dim=1)).nonzero().flatten().tolist()
-        raise ValueError(
-            f"No visual tokens in prompt row(s) {rows}: prior normalization needs an image or video "
-            "placeholder in every prompt. Build the inputs with the model's processor from a prompt that "
-            "contains the image/video (e.g. processor.apply_chat_template with a {'type': 'video'} part)."
-        )
+        raise ValueError(f"No visual tokens in prompt row(s) {rows}: prior normalization needs an image or video "
+                         "placeholder in every prompt. Build the inputs with the model's processor from a prompt that "
+                         "contains the image/video (e.g. processor.apply_chat_template with a {'type': 'video'} part).")
 
 
 def text_slots(visual: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
