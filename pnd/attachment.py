@@ -14,8 +14,9 @@ Example:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 _ATTRIBUTE = "_pnd"
@@ -34,6 +35,12 @@ class Attachment:
     prefill: str = "auto"  # one of pnd.decoding.paired.PREFILL_STRATEGIES
     static_cache_len: int = 0  # the longest static cache so far: later ones are as long (generate's own rule), so
     # that a shorter prompt reuses the compiled decoding step
+
+    def __deepcopy__(self, memo) -> Attachment:
+        """The attachment of a copied model (`copy.deepcopy(model)`): the same processor, which builds the inputs of
+        both; the methods attach replaced and added, bound to the copy (`memo` maps the model to its copy)."""
+        memo[id(self.processor)] = self.processor
+        return Attachment(**{f.name: copy.deepcopy(getattr(self, f.name), memo) for f in fields(self)})
 
     @property
     def attached(self) -> bool:

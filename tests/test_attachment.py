@@ -1,5 +1,7 @@
 """docs/design.md §3.12: everything pnd keeps on a model is one object, and `pnd.detach` leaves the model as it was."""
 
+import copy
+
 import pytest
 import torch
 
@@ -82,3 +84,28 @@ def test_detach_after_pnd_prepared_the_model_first_leaves_no_repair(model_type, 
     pnd.detach(pnd.attach(model, processor))
     after = instance_state(model)
     assert after.keys() == before.keys() and all(after[k] is before[k] or after[k] == before[k] for k in before)
+
+
+@pytest.mark.parametrize("model_type", ["llava_onevision", "kosmos-2", "instructblipvideo", "inkling2"])
+def test_a_deep_copy_of_an_attached_model_runs_its_own_weights(model_type):
+    """copy.deepcopy of an attached model (a reference or EMA copy): the copy is attached, decodes with its own
+    weights as the same weights attached anew do, and detaches alone. kosmos-2, instructblipvideo, inkling2: a
+    family's repairs (the model's forward, the language model's, a submodule's) are the copy's own too."""
+    model, processor = tiny_model(model_type)
+    inputs = tiny_inputs(processor, model_type)
+    settings = dict(max_new_tokens=3, do_sample=False, logits_processor=[pnd.PriorNormalized(0.5)],
+                    return_dict_in_generate=True, output_scores=True)
+    before = pnd.attach(model, processor).generate(**inputs, **settings)
+    copied, anew = copy.deepcopy(model), tiny_model(model_type)[0]
+    with torch.no_grad():
+        for weights in (*copied.parameters(), *anew.parameters()):
+            weights.mul_(0.5)
+    got, want = copied.generate(**inputs, **settings), pnd.attach(anew, processor).generate(**inputs, **settings)
+    assert torch.equal(got.sequences, want.sequences)
+    torch.testing.assert_close(torch.stack(got.scores), torch.stack(want.scores))
+    assert not torch.allclose(torch.stack(got.scores), torch.stack(before.scores))
+    pnd.detach(copied)
+    assert attachment_of(copied) is None and attachment_of(model).attached
+    again = model.generate(**inputs, **settings)
+    assert torch.equal(again.sequences, before.sequences)
+    torch.testing.assert_close(torch.stack(again.scores), torch.stack(before.scores))

@@ -63,7 +63,7 @@ def _slot_window(monkeypatch):
     """The prior's own call with each sliding layer's window by the slots of that call (the kept tokens side by side),
     its bias still by position ids."""
     by_positions = inkling._bias_by_positions
-    monkeypatch.setattr(inkling, "_bias_by_positions", lambda bias, forward, window, *args: by_positions(bias, forward, None, *args))
+    monkeypatch.setattr(inkling, "_bias_by_positions", lambda bias, window, *args: by_positions(bias, None, *args))
 
 
 def _slot_bias(monkeypatch):

@@ -13,7 +13,6 @@ Example:
     ('exaone4_5',)
 """
 
-import functools
 
 import torch
 
@@ -39,7 +38,7 @@ class Exaone4_5Architecture(Architecture):
     the model one that passes the model's own (`_exaone4_5_inputs`), a repair that `pnd.detach` takes back."""
 
     def prepare(self, model) -> None:
-        wrap(model, "prepare_inputs_for_generation", lambda prepare: functools.partial(_exaone4_5_inputs, prepare))
+        wrap(model, "prepare_inputs_for_generation", _exaone4_5_inputs)
 
     def unprepare(self, model) -> None:
         unwrap(model, "prepare_inputs_for_generation")

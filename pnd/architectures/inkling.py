@@ -27,8 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from .._compat.repairs import given_kept_positions
@@ -44,7 +42,7 @@ def _relative_biases(model) -> list[tuple]:
              module.config.log_scaling_n_floor) for module in model.modules() if hasattr(module, "rel_logits_proj")]
 
 
-def _bias_by_positions(bias, forward, window: int | None, floor: int | None, relative_states: torch.Tensor,
+def _bias_by_positions(bias, window: int | None, floor: int | None, forward, relative_states: torch.Tensor,
                        query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
     """`Inkling2RelativeLogits.forward` (transformers 5.23; Inkling's is the same) with the distances of the position
     ids `kept_positions` gives (per row), where it gives them; keys `window` or more positions back get the dtype's
@@ -77,7 +75,7 @@ class InklingArchitecture(Architecture):
 
     def prepare(self, model) -> None:
         for bias, window, floor in _relative_biases(model):
-            wrap(bias, "forward", lambda forward: functools.partial(_bias_by_positions, bias, forward, window, floor))
+            wrap(bias, "forward", _bias_by_positions, bias, window, floor)
 
     def unprepare(self, model) -> None:
         for bias, _, _ in _relative_biases(model):

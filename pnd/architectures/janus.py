@@ -8,7 +8,6 @@ Example:
     ('janus',)
 """
 
-import functools
 
 from transformers import GenerationMixin
 
@@ -28,7 +27,7 @@ class JanusArchitecture(Architecture):
     keeps it (as Janus's does otherwise: `GenerationMixin.generate` without classifier-free guidance)."""
 
     def prepare(self, model) -> None:
-        wrap(model, "generate", lambda generate: functools.partial(_janus_generate, model, generate))
+        wrap(model, "generate", _janus_generate, model)
 
     def unprepare(self, model) -> None:
         unwrap(model, "generate")

@@ -40,7 +40,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -102,7 +101,7 @@ class Kosmos2Architecture(Architecture):
         return (mask.cumsum(-1) * mask + pad)[:, -length:]
 
     def prepare(self, model) -> None:
-        wrap(model, "forward", lambda forward: _text_forward(model, forward))
+        wrap(model, "forward", _text_forward, model)
         accept_4d_masks(model.text_model.model)
 
     def unprepare(self, model) -> None:
@@ -110,17 +109,13 @@ class Kosmos2Architecture(Architecture):
         accept_4d_masks(model.text_model.model, undo=True)
 
 
-def _text_forward(model, forward):
+def _text_forward(model, forward, *args, **kwargs):
     """`forward` that also runs without pixels or image embeddings, as the text model, and takes expanded (strided)
     position ids (its position embedding `view`s them; `CaptionScorer` expands one row's over its captions)."""
-    @functools.wraps(forward)
-    def repaired(*args, **kwargs):
-        _contiguous_positions(kwargs)
-        if args or kwargs.get("pixel_values") is not None or kwargs.get("image_embeds") is not None:
-            return forward(*args, **kwargs)
-        return model.text_model(**{k: v for k, v in kwargs.items() if k != "pixel_values"})
-
-    return repaired
+    _contiguous_positions(kwargs)
+    if args or kwargs.get("pixel_values") is not None or kwargs.get("image_embeds") is not None:
+        return forward(*args, **kwargs)
+    return model.text_model(**{k: v for k, v in kwargs.items() if k != "pixel_values"})
 
 
 def _contiguous_positions(kwargs: dict) -> None:
@@ -148,13 +143,13 @@ class Kosmos2_5Architecture(Kosmos2Architecture):
         return [config.text_config.bos_token_id] * config.latent_query_num
 
     def prepare(self, model) -> None:
-        wrap(model, "forward", lambda forward: _realigned_forward(self, model, forward))
+        wrap(model, "forward", _realigned_forward, self, model)
 
     def unprepare(self, model) -> None:
         unwrap(model, "forward")
 
 
-def _realigned_forward(architecture: Kosmos2_5Architecture, model, forward):
+def _realigned_forward(architecture: Kosmos2_5Architecture, model, forward, *args, **kwargs):
     """`forward` whose `image_embeds_position_mask` marks each row's own latent-query slots (1) and tags (-1), taking
     strided position ids.
 
@@ -163,21 +158,17 @@ def _realigned_forward(architecture: Kosmos2_5Architecture, model, forward):
     `generate`, and so alpha = 0, keeps transformers' behaviour), where the given mask differs from the prompt's
     structure, the structure's is used; an unpadded prompt's mask is left as it is.
     """
-    @functools.wraps(forward)
-    def realigned(*args, **kwargs):
-        _contiguous_positions(kwargs)
-        given, ids = kwargs.get("image_embeds_position_mask"), kwargs.get("input_ids")
-        paired = hasattr(kwargs.get("past_key_values"), "is_paired")  # pnd's caches: a call of a paired generate
-        if paired and given is not None and ids is not None and given.shape == ids.shape:
-            slots = architecture.placeholder_mask(model.config, ids)
-            if slots.any(-1).all():
-                tags = architecture.expansion_mask(model.config, ids) & ~slots
-                wanted = slots.long() - tags.long()
-                if not torch.equal(given.long(), wanted):
-                    kwargs["image_embeds_position_mask"] = wanted.to(given.dtype)
-        return forward(*args, **kwargs)
-
-    return realigned
+    _contiguous_positions(kwargs)
+    given, ids = kwargs.get("image_embeds_position_mask"), kwargs.get("input_ids")
+    paired = hasattr(kwargs.get("past_key_values"), "is_paired")  # pnd's caches: a call of a paired generate
+    if paired and given is not None and ids is not None and given.shape == ids.shape:
+        slots = architecture.placeholder_mask(model.config, ids)
+        if slots.any(-1).all():
+            tags = architecture.expansion_mask(model.config, ids) & ~slots
+            wanted = slots.long() - tags.long()
+            if not torch.equal(given.long(), wanted):
+                kwargs["image_embeds_position_mask"] = wanted.to(given.dtype)
+    return forward(*args, **kwargs)
 
 
 KOSMOS2_5 = register(Kosmos2_5Architecture(name="Kosmos-2.5", model_types=("kosmos-2.5",),

@@ -44,7 +44,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -84,7 +83,7 @@ class QFormerArchitecture(Architecture):
                              "queries, with no visual span in its prompt to hide. pnd serves the decoder-only ones "
                              "(OPT, Vicuna/Llama).")
         wrap(model, _FEATURES[self.frames > 1], _without_language_keywords)
-        wrap(model, "forward", lambda forward: _text_forward(model, forward))
+        wrap(model, "forward", _text_forward, model)
 
     def unprepare(self, model) -> None:
         for name in (_FEATURES[self.frames > 1], "forward"):
@@ -97,27 +96,19 @@ _FEATURES = ("get_image_features", "get_video_features")
 _LANGUAGE_KEYWORDS = ("position_ids", "past_key_values", "cache_position", "logits_to_keep")
 
 
-def _text_forward(model, forward):
+def _text_forward(model, forward, *args, **kwargs):
     """`forward` that also runs without pixels, as the language model (`CaptionScorer` continues a prompt's cache
     with caption tokens alone; the family's forward requires `pixel_values` and `qformer_input_ids`)."""
-    @functools.wraps(forward)
-    def repaired(*args, **kwargs):
-        if args or kwargs.get("pixel_values") is not None or kwargs.get("mm_encoder_outputs") is not None:
-            return forward(*args, **kwargs)
-        text = {k: v for k, v in kwargs.items() if k not in ("pixel_values", "qformer_input_ids", "qformer_attention_mask",
-                                                             "mm_encoder_outputs", "interpolate_pos_encoding")}
-        return model.language_model(**text)
-
-    return repaired
+    if args or kwargs.get("pixel_values") is not None or kwargs.get("mm_encoder_outputs") is not None:
+        return forward(*args, **kwargs)
+    text = {k: v for k, v in kwargs.items() if k not in ("pixel_values", "qformer_input_ids", "qformer_attention_mask",
+                                                         "mm_encoder_outputs", "interpolate_pos_encoding")}
+    return model.language_model(**text)
 
 
-def _without_language_keywords(features):
+def _without_language_keywords(features, *args, **kwargs):
     """`features` (the model's `get_image_features` or `get_video_features`) without the language model's keywords."""
-    @functools.wraps(features)
-    def repaired(*args, **kwargs):
-        return features(*args, **{k: v for k, v in kwargs.items() if k not in _LANGUAGE_KEYWORDS})
-
-    return repaired
+    return features(*args, **{k: v for k, v in kwargs.items() if k not in _LANGUAGE_KEYWORDS})
 
 
 INSTRUCTBLIP_VIDEO = register(QFormerArchitecture(name="InstructBLIP-Video", model_types=("instructblipvideo",),

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 
@@ -48,14 +49,17 @@ def is_repair(function) -> bool:
     return getattr(function, _REPAIR, False)
 
 
-def wrap(owner, name: str, make) -> None:
-    """Set `owner.<name>` to the `repair` `make(owner.<name>)`, unless one is there already. What it wraps may be an
-    instance attribute (accelerate's device hook on a dispatched model's forward): `unwrap` puts that back.
+def wrap(owner, name: str, function, *bound) -> None:
+    """Set `owner.<name>` to the `repair` `function(*bound, <owner.name as it was>, ...)`, unless one is there
+    already. What it wraps may be an instance attribute (accelerate's device hook on a dispatched model's forward):
+    `unwrap` puts that back. The repair is a `functools.partial` with the wrapped method's name and signature, so a
+    copy of the owner (`copy.deepcopy`) gets one of its own, bound to the copy.
 
     Example:
         >>> import types
+        >>> def plus_one(forward, text): return forward(text) + 1
         >>> owner = types.SimpleNamespace(forward=len)  # an instance attribute, as accelerate's hook is
-        >>> wrap(owner, "forward", lambda forward: lambda text: forward(text) + 1)
+        >>> wrap(owner, "forward", plus_one)
         >>> owner.forward("abc"), is_repair(owner.forward)
         (4, True)
         >>> unwrap(owner, "forward"); owner.forward is len
@@ -64,7 +68,8 @@ def wrap(owner, name: str, make) -> None:
     wrapped = vars(owner).get(name)
     if is_repair(wrapped):
         return
-    function = repair(make(getattr(owner, name)))
+    original = getattr(owner, name)
+    function = repair(functools.update_wrapper(functools.partial(function, *bound, original), original))
     setattr(function, _WRAPPED, wrapped)
     setattr(owner, name, function)
 
@@ -210,6 +215,11 @@ class Architecture:
         images are tokens of its own vocabulary, so the base model is the language model)."""
         base = model.model
         return next((getattr(base, name) for name in ("language_model", "text_model") if hasattr(base, name)), base)
+
+    def __deepcopy__(self, memo) -> Architecture:
+        """Itself: one registered object per family, shared by every model of it (a copied model's repairs and
+        attachment included)."""
+        return self
 
     def suppressed_tokens(self, model) -> list[int]:
         """Token ids whose logits the model's own forward sets to the dtype's minimum after its head, which the prior's

@@ -26,8 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
-
 from .._compat.masks import reference_window_masks
 from .registry import Architecture, register, unwrap, wrap
 
@@ -35,28 +33,24 @@ from .registry import Architecture, register, unwrap, wrap
 class UnlimitedOcrArchitecture(Architecture):
     def prepare(self, model) -> None:
         text_model = self.language_model(model)  # its forward may be accelerate's hook (a device map's block)
-        wrap(text_model, "forward", lambda forward: _repaired_forward(text_model, forward))
+        wrap(text_model, "forward", _repaired_forward, text_model)
 
     def unprepare(self, model) -> None:
         unwrap(self.language_model(model), "forward")
 
 
-def _repaired_forward(text_model, forward):
+def _repaired_forward(text_model, forward, input_ids=None, attention_mask=None, position_ids=None,
+                      past_key_values=None, inputs_embeds=None, **kwargs):
     """The text model's `forward`, given in pnd's paired steps the masks that read the prompt's 2-D mask entries at
     their slots."""
-    @functools.wraps(forward)
-    def repaired(input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, inputs_embeds=None,
-                 **kwargs):
-        paired = getattr(past_key_values, "is_paired", False)  # pnd's `PairedCache`, holding the prior rows
-        if paired and attention_mask is not None and attention_mask.ndim == 2:
-            if inputs_embeds is None:
-                input_ids, inputs_embeds = None, text_model.embed_tokens(input_ids)
-            attention_mask = reference_window_masks(text_model.config, attention_mask, past_key_values, inputs_embeds,
-                                                    position_ids)
-        return forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                       past_key_values=past_key_values, inputs_embeds=inputs_embeds, **kwargs)
-
-    return repaired
+    paired = getattr(past_key_values, "is_paired", False)  # pnd's `PairedCache`, holding the prior rows
+    if paired and attention_mask is not None and attention_mask.ndim == 2:
+        if inputs_embeds is None:
+            input_ids, inputs_embeds = None, text_model.embed_tokens(input_ids)
+        attention_mask = reference_window_masks(text_model.config, attention_mask, past_key_values, inputs_embeds,
+                                                position_ids)
+    return forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                   past_key_values=past_key_values, inputs_embeds=inputs_embeds, **kwargs)
 
 
 UNLIMITED_OCR = register(UnlimitedOcrArchitecture(name="Unlimited-OCR", model_types=("unlimited_ocr",),

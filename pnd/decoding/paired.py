@@ -88,24 +88,22 @@ def attach(model, processor=None, *, prefill: str = "auto"):
     # first: a repaired forward (the Q-Former families') or generate (Janus) is the one the attached one calls
     architecture.prepare(model)
     attachment.forward, attachment.generate = model.forward, model.generate
-
-    @functools.wraps(attachment.forward)
-    def forward(*args, **kwargs):
-        return paired_forward(model, attachment, *args, **kwargs)
-
-    @functools.wraps(attachment.generate)
-    def generate(*args, **kwargs):
-        return _generate(model, attachment, *args, **kwargs)
-
-    model.forward = forward
-    model.generate = generate
+    model.forward = _attached(paired_forward, model, attachment, attachment.forward)
+    model.generate = _attached(_generate, model, attachment, attachment.generate)
     if architecture.embeds_prompt:  # its generate runs the language model's generate, whose forward calls get paired
-        wrap(_generating_model(model, architecture), "forward", lambda forward: language_model_forward(model, forward))
+        wrap(_generating_model(model, architecture), "forward", language_model_forward, model)
     attachment.added = tuple(sorted(set(vars(model)) - before))
     use_split_attention(model)
     if processor is not None:  # attached: its outputs now carry their expansions
         bind_processor(model, processor)
     return model
+
+
+def _attached(function, model, attachment: Attachment, own):
+    """`function(model, attachment, ...)` in place of the model's `own` method (its name and signature, which
+    generate reads): a `functools.partial`, so that a copy of the attached model (`copy.deepcopy`) gets one bound to
+    the copy and its attachment, and runs its own weights."""
+    return functools.update_wrapper(functools.partial(function, model, attachment), own)
 
 
 def detach(model) -> None:

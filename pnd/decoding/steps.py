@@ -20,7 +20,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import functools
 
 import torch
 
@@ -56,21 +55,19 @@ def paired_forward(model, attachment: Attachment, *args, **kwargs):
     return _routed(model, attachment, attachment.forward, args, kwargs)
 
 
-def language_model_forward(model, forward):
-    """`forward` of `model.language_model`, wrapped: for a family whose own generate runs its language model's
-    generate on `inputs_embeds` (the Q-Former families, `pnd/architectures/qformer.py`), each call of it within an
-    attached model's paired generate call is a paired one, as the attached model's forward would be.
+def language_model_forward(model, forward, *args, **kwargs):
+    """`forward` of `model.language_model` (`attach` wraps it with this): for a family whose own generate runs its
+    language model's generate on `inputs_embeds` (the Q-Former families, `pnd/architectures/qformer.py`), each call of
+    it within an attached model's paired generate call is a paired one, as the attached model's forward would be.
 
     Example:
         >>> from pnd.testing import tiny_model
         >>> model, _ = tiny_model("instructblipvideo")
-        >>> wrapped = language_model_forward(model, model.language_model.forward)  # plain outside a paired call
+        >>> embeds = model.language_model.get_input_embeddings()(torch.tensor([[5, 6]]))
+        >>> language_model_forward(model, model.language_model.forward, inputs_embeds=embeds).logits.shape[:2]  # plain
+        torch.Size([1, 2])
     """
-    @functools.wraps(forward)
-    def paired(*args, **kwargs):
-        return _routed(model, None, forward, args, kwargs)
-
-    return paired
+    return _routed(model, None, forward, args, kwargs)
 
 
 def _routed(model, attachment: Attachment | None, forward, args: tuple, kwargs: dict):
