@@ -510,6 +510,28 @@ def test_explain_with_a_method_equals_brute_force(tiny, name):
                                                                                abs=2e-4)
 
 
+def test_forced_steps_are_the_methods_own_whatever_the_generation_config():
+    """lmms-eval's loglikelihood and `pnd explain --method` force tokens through generate: a checkpoint's
+    generation_config (a repetition penalty, n-gram bans, a minimum length, suppressed tokens, beams) does not enter
+    the steps, which equal from-scratch forwards (log p_c, log p_d, the method's scores)."""
+    from pnd.scoring.forced import forced_steps
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model("llava_onevision")
+    config = model.generation_config
+    config.repetition_penalty, config.no_repeat_ngram_size, config.min_length = 3.0, 1, 100
+    config.suppress_tokens, config.num_beams = [7], 2
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
+    tokens = [5, 9, 5, 7]
+    got = forced_steps(pnd.attach(model), inputs, pnd.M3ID(forgetting_rate=0.6, gate=1.0), tokens)
+    generated = torch.tensor([tokens], device=DEVICE)
+    with torch.no_grad():
+        want = [method_forced(model, inputs, generated, view, text_prior)[0]
+                for view in (lambda c, p, t: c, lambda c, p, t: p, m3id(0.6, 1.0))]
+    for ours, reference in zip(got, want, strict=True):
+        torch.testing.assert_close(ours, reference.float(), atol=2e-4, rtol=0)
+
+
 def test_pnd_caption_method(tmp_path, no_model):
     """`pnd caption --method`: the settings are checked before any model loads."""
     from pnd.cli import main

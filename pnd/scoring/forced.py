@@ -22,6 +22,14 @@ from transformers import LogitsProcessor
 from ..decoding.generation import traced_steps
 from ..decoding.logits_processor import PairedProcessor
 
+# generate's own logits processors off, whatever the checkpoint's generation_config sets (a repetition_penalty
+# would change log p_c): the steps are the method's alone
+_PLAIN = {"num_beams": 1, "repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
+          "encoder_no_repeat_ngram_size": 0, "bad_words_ids": None, "sequence_bias": None, "suppress_tokens": None,
+          "begin_suppress_tokens": None, "min_length": 0, "min_new_tokens": None, "forced_bos_token_id": None,
+          "forced_eos_token_id": None, "exponential_decay_length_penalty": None, "guidance_scale": None,
+          "renormalize_logits": False, "remove_invalid_values": False, "watermarking_config": None}
+
 
 class _Forced(LogitsProcessor):
     """Keeps the scores each step hands it (what the processors before it returned), then forces `token_ids`."""
@@ -40,7 +48,8 @@ class _Forced(LogitsProcessor):
 def forced_steps(model, inputs: dict, method: PairedProcessor, token_ids: list[int],
                  **generate_kwargs) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """(log p_c, log p_d, the method's scores), each (len(token_ids), vocabulary) in fp32, at each step of `token_ids`
-    forced after the one prompt of `inputs` (an attached model; `generate_kwargs`: e.g. `prior_inputs` for ICD).
+    forced after the one prompt of `inputs` (an attached model; `generate_kwargs`: e.g. `prior_inputs` for ICD),
+    without the logits processors of the model's `generation_config` (a repetition penalty would change log p_c).
     log p_d is None for a method with no second distribution at decoding (VISTA: log p_c is the steered model's).
 
     Raises:
@@ -52,7 +61,7 @@ def forced_steps(model, inputs: dict, method: PairedProcessor, token_ids: list[i
     forced = _Forced(token_ids)
     with traced_steps() as steps:
         model.generate(**inputs, max_new_tokens=len(token_ids), do_sample=False, logits_processor=[method, forced],
-                       **generate_kwargs)
+                       **{**_PLAIN, **generate_kwargs})
     if len(steps) != len(token_ids):
         raise ValueError(f"generation stopped after {len(steps)} of the {len(token_ids)} forced tokens: an "
                          "end-of-sequence token can only be the last.")
