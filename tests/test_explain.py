@@ -1,5 +1,7 @@
 """The per-token view (pnd.scoring.explain, CaptionScorer.token_scores) equals the brute-force reference, step by step."""
 
+import math
+
 import pytest
 import torch
 
@@ -66,11 +68,13 @@ def test_explanation_is_json_ready(tiny):
 
     model, processor = tiny("llava_onevision")
     result = explain(pnd.attach(model), processor, tiny_inputs(processor, "llava_onevision"), alpha=1.0,
-                     max_new_tokens=3, top_k=2, plausibility=0.1)
-    data = json.loads(json.dumps(result.to_dict()))
-    assert data["alpha"] == 1.0 and data["plausibility"] == 0.1
+                     max_new_tokens=3, top_k=3, plausibility=0.99)
+    data = json.loads(json.dumps(result.to_dict(), allow_nan=False))  # standard JSON: no -Infinity
+    assert data["alpha"] == 1.0 and data["plausibility"] == 0.99
     assert set(data["normalized"][0]["top"]) == {"conditional", "prior", "normalized"}
-    assert len(data["plain"][0]["top"]["prior"]) == 2
+    assert len(data["plain"][0]["top"]["prior"]) == 3
+    cut = [a for a in result.normalized[0].top["normalized"] if a.value == -math.inf]  # below 0.99 of the top token
+    assert cut and [a["value"] for a in data["normalized"][0]["top"]["normalized"]][-len(cut):] == [None] * len(cut)
 
 
 def test_explain_refuses_what_it_cannot_do(tiny):

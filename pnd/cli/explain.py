@@ -6,8 +6,9 @@
 Without --model the bundled demo model answers (offline, seconds). Writes into --out: explain.html (a
 self-contained page: each token coloured by how far the prior pushed it down (red) or up (blue) among its
 alternatives, the numbers on hover and in a table), explain.png (the same tokens) and explain.json (every
-number: `pnd.scoring.explain.Explanation.to_dict()`). The shift of a token is the change of its log-probability
-when the normalized scores are read as a distribution (`pnd.scoring.tokens`). With `--method` (docs/methods.md) the
+number: `pnd.scoring.explain.Explanation.to_dict()`; a -inf score, cut by the plausibility cut, is null). The
+shift of a token is the change of its log-probability when the normalized scores are read as a distribution
+(`pnd.scoring.tokens`). With `--method` (docs/methods.md) the
 second decoding is that method's, at its paper's settings unless given, and each token's "prior" is the method's
 contrast (VCD's noised video, ICD's disturbed instruction, M3ID's and PAI's prompt without the video, ONLY's heads
 switched off; VISTA's: the prompt without the video, against the unsteered model, `pnd.scoring.explain`).
@@ -101,7 +102,7 @@ def run(args) -> int:
     title = f"{path.name}: {instruction}" + ("" if args.method == "cpn" else f" (normalized: {args.method})")
     record = {"visual": str(path), "prompt": instruction, "model": args.model or "pnd demo model",
               "method": args.method, "settings": settings, **result.to_dict()}
-    (out / "explain.json").write_text(json.dumps(record, indent=1) + "\n")
+    (out / "explain.json").write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
     (out / "explain.html").write_text(page(result, title))
     picture(result, title, out / "explain.png")
     label = f"alpha {result.alpha}" if args.method == "cpn" else f"{args.method}: {settings}"

@@ -51,7 +51,12 @@ class TokenScore:
     top: dict[str, list[Alternative]]  # VIEWS -> the top_k tokens at this step under each
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields as JSON allows them: a score of -inf (a token the plausibility cut removed) is None (null)."""
+        return asdict(self, dict_factory=lambda pairs: {k: None if _not_finite(v) else v for k, v in pairs})
+
+
+def _not_finite(value) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
 
 
 def score_tokens(conditional: torch.Tensor, prior: torch.Tensor, token_ids: list[int], alpha: float,
