@@ -181,7 +181,7 @@ class PndHf(lmms):
         texts = []
         for text in self.tokenizer.batch_decode(tokens[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True):
             for stop in [until] if isinstance(until, str) else until:
-                text = text.split(stop)[0]
+                text = text.split(stop)[0] if stop else text  # an empty stop string stops nothing (as lmms-eval's)
             texts.append(text)
         return texts
 
