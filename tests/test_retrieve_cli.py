@@ -101,6 +101,7 @@ def main_retrieve(setup, *extra, captions=None, videos=None):
     (["--alpha", "nan"], "alpha must be a finite number"),
     (["--device", "bogus"], "--device bogus: not a device name; pass cpu, cuda, cuda:1, mps"),
     (["--device", "cuda:99"], "--device cuda:99: this machine has"),
+    (["--plot", "--first-stage", "sims.npy"], "--plot draws the full score matrices, which --first-stage reranking"),
 ])
 def test_bad_arguments_are_refused_before_any_model_loads(setup, tmp_path, no_model, args, message):
     with pytest.raises(SystemExit, match=re.escape(message)):

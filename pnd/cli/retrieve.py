@@ -58,7 +58,7 @@ def add_arguments(parser) -> None:
                         help="processes decoding videos while the model scores (0: in the main process; default 2)")
     add_model_arguments(parser)
     parser.add_argument("--out", default="pnd_retrieval")
-    parser.add_argument("--plot", action="store_true", help="save scores.png: matrices and prior vs caption length")
+    parser.add_argument("--plot", action="store_true", help="save scores.png: matrices and prior vs caption length (not with --first-stage)")
 
 
 def fail(message: str):
@@ -118,6 +118,9 @@ def check_arguments(args) -> None:
         check_model_arguments(args)
     except ValueError as error:
         fail(str(error))
+    if args.plot and args.first_stage:
+        fail("--plot draws the full score matrices, which --first-stage reranking does not compute (its top-k "
+             "candidates only): drop --plot, or --first-stage to score every pair.")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         fail(f"--out {out} is a file; --out is the folder pnd writes scores.pt, rankings.jsonl and metrics.md into.")
