@@ -8,10 +8,10 @@ self-contained page: each token coloured by how far the prior pushed it down (re
 alternatives, the numbers on hover and in a table), explain.png (the same tokens) and explain.json (every
 number: `pnd.scoring.explain.Explanation.to_dict()`; a -inf score, cut by the plausibility cut, is null). The
 shift of a token is the change of its log-probability when the normalized scores are read as a distribution
-(`pnd.scoring.tokens`). With `--method` (docs/methods.md) the
-second decoding is that method's, at its paper's settings unless given, and each token's "prior" is the method's
-contrast (VCD's noised video, ICD's disturbed instruction, M3ID's and PAI's prompt without the video, ONLY's heads
-switched off; VISTA's: the prompt without the video, against the unsteered model, `pnd.scoring.explain`).
+(`pnd.scoring.tokens`). With `--method` (docs/methods.md) the second decoding is that method's, at its paper's
+settings unless given, and each token's "prior" is the method's contrast (VCD's noised video, ICD's disturbed
+instruction, M3ID's and PAI's prompt without the video, ONLY's heads switched off; VISTA's: the prompt without the
+video, against the unsteered model, `pnd.scoring.explain`).
 
 Example:
     >>> from pnd.cli import main

@@ -161,10 +161,7 @@ def prepare_contrast(architecture, normalizer, config, args: tuple, kwargs: dict
     if prior == "noise":
         return _padded(architecture, kwargs, _noised(architecture, kwargs, normalizer))
     if prior == "same":  # ONLY: the conditioned inputs, with an intervention on their rows
-        same = {k: v for k, v in kwargs.items() if torch.is_tensor(v)}
-        if same.get("attention_mask") is None:
-            same["attention_mask"] = torch.ones_like(same["input_ids"])
-        return _sharing(architecture, same, kwargs), 0
+        return _sharing(architecture, _with_mask({k: v for k, v in kwargs.items() if torch.is_tensor(v)}), kwargs), 0
     contrast = _given(prior_inputs, kwargs["input_ids"])
     check_pixels(contrast, architecture.pixel_keys, "generate's prior_inputs")
     contrast, pad = _padded(architecture, kwargs, contrast)
@@ -214,12 +211,18 @@ def _given(prior_inputs, input_ids: torch.Tensor) -> dict:
                          f"{input_ids.shape[0]} rows (the contrast prompt of each), any length.")
     if contrast.get("inputs_embeds") is not None:
         raise ValueError("prior_inputs must hold input_ids, not inputs_embeds.")
-    if contrast.get("attention_mask") is None:
-        contrast["attention_mask"] = torch.ones_like(ids)
+    _with_mask(contrast)
     if not bool(contrast["attention_mask"][:, -1].all()):
         raise ValueError("prior_inputs rows end with padding (attention_mask 0 in the last slot): build them with "
                          "processor.tokenizer.padding_side = 'left', as for the conditioned prompt.")
     return contrast
+
+
+def _with_mask(inputs: dict) -> dict:
+    """`inputs`, given an attention mask of ones where they have none (generate's own for an unpadded prompt)."""
+    if inputs.get("attention_mask") is None:
+        inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+    return inputs
 
 
 def _padded(architecture, kwargs: dict, contrast: dict) -> tuple[dict, int]:
@@ -231,8 +234,7 @@ def _padded(architecture, kwargs: dict, contrast: dict) -> tuple[dict, int]:
         raise ValueError("generate got position_ids, but the contrast prompt is longer than the prompt, which pnd pads to "
                          "its length: leave position_ids out (generate computes them).")
     for inputs in (kwargs, contrast):
-        if inputs.get("attention_mask") is None:
-            inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+        _with_mask(inputs)
         extra = length - inputs["input_ids"].shape[1]
         if extra:
             ids = inputs["input_ids"]  # padding ids: the row's last token, text (a visual id would be read as one)
