@@ -81,7 +81,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_the_import_graph_is_read_from_the_source():
-    assert "pnd.decoding.paired" in GRAPH["pnd"] and "pnd.registry" not in GRAPH
+    assert GRAPH["pnd"] == {"pnd._moved"} and "pnd.registry" not in GRAPH  # the public names load lazily
     assert GRAPH["pnd.architectures.chameleon"] == {"pnd.architectures.registry"}
     assert "pnd.demo" in GRAPH["pnd.cli.caption"]  # a lazy import inside a function counts
 
@@ -112,7 +112,9 @@ NEW_PROCESS = f"""
 import contextlib, io, json, sys
 said = {{}}
 import pnd
-said["import pnd"] = [sorted(m for m in sys.modules if m.startswith("pnd")), [m for m in {OPTIONAL!r} if m in sys.modules]]
+said["import pnd"] = sorted(m for m in sys.modules if m.split(".")[0] in ("pnd", "torch", "transformers"))
+public = [getattr(pnd, name) for name in pnd.__all__]
+said["pnd's names"] = [sorted(m for m in sys.modules if m.startswith("pnd")), [m for m in {OPTIONAL!r} if m in sys.modules]]
 
 for name in {OPTIONAL!r}:
     sys.modules[name] = None  # as if not installed: importing it raises ImportError
@@ -149,8 +151,13 @@ def new_process(tmp_path_factory):
     return json.loads(result.stdout.splitlines()[-1])
 
 
-def test_import_pnd_loads_core_modules_only_and_no_optional_dependency(new_process):
-    loaded, optional = new_process["import pnd"]
+def test_import_pnd_alone_loads_neither_torch_nor_transformers(new_process):
+    """`pnd --help` and lmms-eval's scan of its plugins import pnd: each public name loads its module on first use."""
+    assert new_process["import pnd"] == ["pnd", "pnd._moved"]
+
+
+def test_pnds_names_load_core_modules_only_and_no_optional_dependency(new_process):
+    loaded, optional = new_process["pnd's names"]
     assert "pnd.decoding.paired" in loaded and not [m for m in loaded if is_front_end(m)]
     assert optional == []
 

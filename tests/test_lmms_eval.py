@@ -8,6 +8,7 @@ the exit code is never trusted (lmms-eval 0.7.3 exits 0 when a run crashes).
 import json
 import math
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -200,6 +201,25 @@ def test_bad_model_args_say_what_to_do(root):
         PndHf(pretrained=path, batch_size=0)
     with pytest.raises(ValueError, match="alpha must be a finite number in"):
         PndHf(pretrained=path, alpha=2)
+
+
+SCAN = """
+import json, sys
+import lmms_eval.models as models
+print(json.dumps([sorted(m for m in sys.modules if m.split(".")[0] in ("pnd", "torch")),
+                  [str(models.get_model(name)) for name in ("pnd_hf", "pnd_llava_ov", "pnd_qwen2_vl")]]))
+"""
+
+
+def test_lmms_evals_scan_of_its_plugins_loads_neither_torch_nor_pnds_models():
+    """lmms-eval imports every plugin's entry point whenever it starts, whichever model the run uses: pnd's names its
+    classes by path, so they (and torch) load only when a run asks for one."""
+    result = subprocess.run([sys.executable, "-c", SCAN], capture_output=True, text=True, timeout=300, cwd="/")
+    assert result.returncode == 0, result.stderr
+    before_any_model, classes = json.loads(result.stdout.splitlines()[-1])
+    assert before_any_model == ["pnd", "pnd._moved", "pnd.integrations", "pnd.integrations.manifests"]
+    assert classes == [f"<class 'pnd.integrations.lmms_eval.{name}'>" for name in
+                       ("PndHf", "PndLlavaOnevision", "PndQwen2VL")]
 
 
 def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(monkeypatch):

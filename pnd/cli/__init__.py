@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
 import threading
@@ -21,11 +22,19 @@ import threading
 from ..extras import MissingExtra
 from .signals import stopped_by, terminate
 
+SUBCOMMANDS = {"retrieve": "rank captions for videos (and videos for captions)",
+               "caption": "caption videos with prior-normalized decoding",
+               "merge": "merge the part files of an unfinished pnd caption or pnd retrieve job",
+               "demo": "measure the effect offline on the bundled demo model",
+               "explain": "show token by token what the prior did to an answer",
+               "sweep": "run lmms-eval tasks at several alphas: one table and one plot, plain vs normalized",
+               "check": "check that pnd is exact on this machine: tiny models against a brute-force reference"}
+
 
 def main(argv: list[str] | None = None) -> int:
     from .. import __version__
-    from ..architectures import registered, supported_model_types
 
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(prog="pnd", description="Prior-normalized decoding for video/image LLMs.")
     parser.add_argument("--version", action="version", version=f"pnd {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -33,20 +42,18 @@ def main(argv: list[str] | None = None) -> int:
     models.add_argument("--families", action="store_true", help="one line per family: its model types and name")
     models.add_argument("--all", action="store_true", help="every image-text-to-text model type of the installed "
                         "transformers: supported (inputs, what the prior hides, prefill path) or refused and why")
-    from . import caption, check, demo, explain, merge, retrieve, sweep
-
-    subcommands = {"retrieve": (retrieve, "rank captions for videos (and videos for captions)"),
-                   "caption": (caption, "caption videos with prior-normalized decoding"),
-                   "merge": (merge, "merge the part files of an unfinished pnd caption or pnd retrieve job"),
-                   "demo": (demo, "measure the effect offline on the bundled demo model"),
-                   "explain": (explain, "show token by token what the prior did to an answer"),
-                   "sweep": (sweep, "run lmms-eval tasks at several alphas: one table and one plot, plain vs normalized"),
-                   "check": (check, "check that pnd is exact on this machine: tiny models against a brute-force reference")}
-    for name, (module, summary) in subcommands.items():
-        module.add_arguments(commands.add_parser(name, help=summary, description=module.__doc__,
-                                                 formatter_class=argparse.RawDescriptionHelpFormatter))
+    # only the command asked for is imported (with torch and transformers): `pnd --help` lists the others
+    asked = next((word for word in argv if not word.startswith("-")), None)
+    for name, summary in SUBCOMMANDS.items():
+        module = importlib.import_module(f".{name}", __name__) if name == asked else None
+        command = commands.add_parser(name, help=summary, description=module.__doc__ if module else summary,
+                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+        if module:
+            module.add_arguments(command)
     args = parser.parse_args(argv)
     if args.command == "models":
+        from ..architectures import registered, supported_model_types
+
         if args.all:
             from ..architectures.coverage import coverage
 
@@ -60,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, terminate) if in_main_thread else None
     try:
-        return subcommands[args.command][0].run(args)
+        return importlib.import_module(f".{args.command}", __name__).run(args)
     except MissingExtra as error:
         print(f"pnd {args.command}: {error}", file=sys.stderr)
         return 2

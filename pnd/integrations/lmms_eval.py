@@ -1,7 +1,7 @@
 """lmms-eval models `pnd_llava_ov`, `pnd_qwen2_vl` and `pnd_hf`: prior-normalized decoding and scoring.
 
-pnd registers them in lmms-eval's entry-point group `lmms_eval.models` (pyproject.toml), so once pnd is
-installed they work like lmms-eval's own models, with no fork:
+pnd registers them in lmms-eval's entry-point group `lmms_eval.models` (`pnd.integrations.manifests`), so once
+pnd is installed they work like lmms-eval's own models, with no fork:
 
     lmms-eval --model pnd_llava_ov --tasks mme --batch_size 1 --output_path logs/ \\
         --model_args pretrained=llava-hf/llava-onevision-qwen2-7b-ov-hf,alpha=0.5,max_frames_num=32
@@ -296,14 +296,6 @@ def _report_failures(kind: str, failed: list[str], total: int) -> None:
     if failed:
         print(f"pnd {kind}: {len(failed)} document(s) of {total} request(s) failed, each named above with its reason: "
               f"{', '.join(failed)}", file=sys.stderr)
-
-
-def manifests():
-    """Entry point of the `lmms_eval.models` group (pyproject.toml): the models pnd adds to lmms-eval."""
-    from lmms_eval.models.registry_v2 import ModelManifest  # here, not at import: lmms_eval.models imports us
-
-    classes = {"pnd_hf": PndHf, "pnd_llava_ov": PndLlavaOnevision, "pnd_qwen2_vl": PndQwen2VL}
-    return [ModelManifest(model_id=name, simple_class_path=f"{__name__}.{cls.__name__}") for name, cls in classes.items()]
 
 
 def _keep_loglikelihood_pairs() -> None:
