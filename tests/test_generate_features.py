@@ -1,6 +1,7 @@
 """docs/design.md §3.8: every `generate` feature works exactly against the brute-force reference or is refused up
 front, naming the user's own setting; at alpha=0 every argument is plain `generate`'s."""
 
+import copy
 import math
 
 import pytest
@@ -20,6 +21,7 @@ from transformers import (
 from transformers.generation.streamers import BaseStreamer
 
 import pnd
+from pnd.decoding.methods import method as method_named
 from pnd.testing.reference import PIXEL_KEYS, conditioned_positions, full_logits
 
 from helpers import DEVICE, DTYPE, PROMPTS, tiny_inputs, tiny_model
@@ -222,6 +224,30 @@ def test_continuing_a_conversation_with_the_returned_cache_equals_the_reference(
     first = pnd.attach(model).generate(**inputs, max_new_tokens=3, do_sample=False, return_dict_in_generate=True,
                                        logits_processor=[pnd.PriorNormalized(ALPHA)],
                                        cache_implementation=cache_implementation)
+    continued_equals_the_reference(model, inputs, first)
+
+
+@pytest.mark.parametrize("between", ["another prompt", "a new instance"])
+def test_continuing_a_conversation_takes_nothing_from_the_models_last_call(tiny, between):
+    """Qwen2-VL keeps its last prompt's rope deltas on the model, which generate adds to a continuation's positions:
+    pnd's continuation takes this conversation's, after another prompt ran on the model (the prior rows were shifted)
+    or on a new instance of it, which holds none (it crashed)."""
+    model, processor = tiny("qwen2_vl")
+    inputs = tiny_inputs(processor, "qwen2_vl", PROMPTS)
+    first = pnd.attach(model).generate(**inputs, max_new_tokens=3, do_sample=False, return_dict_in_generate=True,
+                                       logits_processor=[pnd.PriorNormalized(ALPHA)])
+    if between == "another prompt":
+        model.generate(**tiny_inputs(processor, "qwen2_vl", ["a much longer question about the picture"], image=True),
+                       max_new_tokens=2, logits_processor=[pnd.PriorNormalized(ALPHA)])
+    else:
+        model = copy.deepcopy(model)
+        model.model.rope_deltas = None  # as loaded
+    continued_equals_the_reference(model, inputs, first)
+
+
+def continued_equals_the_reference(model, inputs, first):
+    """The conversation of `first` (a generate output), continued by 3 new tokens of text on its returned cache, as
+    plain generate takes it (no pixel values), equals the reference run from scratch on the whole conversation."""
     whole = conversation(inputs, first.sequences, [11, 12, 13])
     text_only = {k: v for k, v in whole.items() if not k.startswith("pixel_values")}
     out = model.generate(**text_only, past_key_values=first.past_key_values, max_new_tokens=STEPS,
@@ -252,6 +278,25 @@ def test_continuing_a_conversation_is_refused_where_it_cannot_be_exact(tiny, kwa
     with pytest.raises(ValueError, match="pass the whole conversation"):  # only the new text as input_ids
         model.generate(input_ids=torch.tensor([[11]], device=DEVICE), past_key_values=first.past_key_values,
                        max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)])
+
+
+@pytest.mark.parametrize("method", ["cpn", "vcd", "m3id", "vista"])
+@pytest.mark.parametrize("named_in", ["generate", "generation_config"])
+def test_cache_implementation_dynamic_named_is_the_default_cache(tiny, monkeypatch, method, named_in):
+    """`cache_implementation="dynamic"`, in the call or the model's generation config, decodes as the default cache
+    (it failed in transformers: 'Passing both cache_implementation ... and past_key_values')."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    kwargs = dict(max_new_tokens=STEPS, do_sample=False, return_dict_in_generate=True, output_scores=True)
+    default = pnd.attach(model).generate(**inputs, logits_processor=[method_named(method).processor()],
+                                         **kwargs)
+    if named_in == "generate":
+        kwargs["cache_implementation"] = "dynamic"
+    else:
+        monkeypatch.setattr(model.generation_config, "cache_implementation", "dynamic")
+    named = model.generate(**inputs, logits_processor=[method_named(method).processor()], **kwargs)
+    assert torch.equal(named.sequences, default.sequences)
+    assert all(torch.equal(a, b) for a, b in zip(named.scores, default.scores))
 
 
 def test_right_padded_prompt_is_explained(tiny):

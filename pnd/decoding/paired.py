@@ -194,6 +194,7 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
         return _continued_cache(model, generation, config, prompt, kwargs)
     kwargs.pop("past_key_values", None)  # an empty cache to fill (transformers' tests pass one): pnd's, of its kind
     if config.cache_implementation != "static" and not isinstance(given, StaticCache):
+        kwargs["cache_implementation"] = None  # "dynamic", named: generate takes a cache or a cache_implementation
         return PairedCache(config=text_config)
     if not getattr(generation.attachment.architecture, "static_cache", True):
         raise ValueError(f"PriorNormalized (alpha > 0) does not support a static cache on "
@@ -203,7 +204,7 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     attachment = generation.attachment
     given_len = given.get_max_length() if isinstance(given, StaticCache) else 0
     attachment.static_cache_len = max(max_length - 1, config.max_cache_len or 0, given_len, attachment.static_cache_len)
-    kwargs["cache_implementation"] = None  # generate takes a cache or a cache_implementation, not both
+    kwargs["cache_implementation"] = None
     kwargs.pop("max_cache_len", None)  # used here
     if steering_strength(generation.normalizer.interventions) is not None:  # VISTA: steps of one row, eager (a
         # cache that is not compileable: generate compiles nothing)
@@ -249,8 +250,12 @@ def _continued_cache(model, generation: Generation, config, input_ids: torch.Ten
     for index, layer in enumerate(past.layers):
         cache.update(layer.keys[:, :, :length], layer.values[:, :, :length], index)
     mask = kwargs.get("attention_mask")
-    mask = torch.ones_like(input_ids) if mask is None else mask
-    positions = position_ids_for_generation(model, input_ids, {**kwargs, "attention_mask": mask})
+    whole = {**kwargs, "attention_mask": torch.ones_like(input_ids) if mask is None else mask}
+    # first as a new prompt, so that what the model keeps from a prompt for its later steps (Qwen2-VL's rope deltas) is
+    # this conversation's and not the last call's on the model; then as generate computes them, continuing the cache
+    position_ids_for_generation(model, input_ids, {k: v for k, v in whole.items() if k != "past_key_values"})
+    positions = position_ids_for_generation(model, input_ids, whole)
+    mask = whole["attention_mask"]
     generation.conversation = (input_ids, mask, positions)
     return cache
 
