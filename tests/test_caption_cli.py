@@ -203,6 +203,24 @@ def test_one_id_for_two_videos_is_refused_naming_both_rows(videos, tmp_path):
     assert [item.id for item in read_inputs([manifest])] == ["a"]
 
 
+@pytest.mark.parametrize("name, text", [
+    ("list.txt", "videos/a.mp4\r\n# a comment\r\nvideos/c.mp4\r\n"),
+    ("rows.csv", "video,prompt\r\nvideos/a.mp4,\r\nvideos/c.mp4,What colour?\r\n"),
+    ("rows.jsonl", '{"video": "videos/a.mp4"}\n{"video": "videos/c.mp4", "prompt": "What colour?"}\n'),
+])
+def test_list_files_and_manifests_saved_with_a_byte_order_mark_read_as_without(videos, name, text):
+    """Excel's "CSV UTF-8" and Notepad write a byte order mark first: it was read into the first path or header."""
+    from pnd.cli.inputs import read_inputs
+
+    plain, marked = videos / f"plain-{name}", videos / f"marked-{name}"
+    plain.write_bytes(text.encode())
+    marked.write_bytes(text.encode("utf-8-sig"))
+    expected = [(pathlib.Path(videos / "videos" / v).resolve(), p) for v, p in
+                [("a.mp4", None), ("c.mp4", None if name.endswith(".txt") else "What colour?")]]
+    for source in (plain, marked):
+        assert [(pathlib.Path(item.video).resolve(), item.prompt) for item in read_inputs([source])] == expected
+
+
 @pytest.fixture(scope="module")
 def text_only_model(tmp_path_factory):
     from transformers import LlamaConfig, LlamaForCausalLM

@@ -36,6 +36,7 @@ from ..io.video import VideoReadError, list_videos, read_video
 
 MANIFESTS = (".jsonl", ".csv", ".parquet")
 LISTS = (".txt", ".lst")
+TEXT = "utf-8-sig"  # list files and manifests: UTF-8, with or without the byte order mark Excel writes
 
 
 class Item(NamedTuple):
@@ -61,7 +62,7 @@ def read_inputs(sources: list[str | Path]) -> list[Item]:
         if source.is_file() and source.suffix.lower() in MANIFESTS:
             named += _manifest(source)
         elif source.is_file() and source.suffix.lower() in LISTS:
-            lines = [line.strip() for line in source.read_text().splitlines()]
+            lines = [line.strip() for line in source.read_text(encoding=TEXT).splitlines()]
             named += [(_item(source.parent / line), f"{source}, line {number}")
                       for number, line in enumerate(lines, 1) if line and not line.startswith("#")]
         else:
@@ -107,10 +108,10 @@ def _rows(path: Path) -> list[dict]:
         except Exception as error:  # pyarrow raises several types for files that are not Parquet
             raise InputsError(f"{path} cannot be read as Parquet ({error}).") from error
     if suffix == ".csv":
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding=TEXT) as f:
             return [{k: v or None for k, v in row.items()} for row in csv.DictReader(f)]
     rows = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(path.read_text(encoding=TEXT).splitlines(), 1):
         if line.strip():
             try:
                 rows.append(json.loads(line))
