@@ -221,6 +221,48 @@ def test_list_files_and_manifests_saved_with_a_byte_order_mark_read_as_without(v
         assert [(pathlib.Path(item.video).resolve(), item.prompt) for item in read_inputs([source])] == expected
 
 
+def test_a_prompt_that_holds_the_processors_video_placeholder_is_refused_before_any_video(videos, tmp_path):
+    """The demo model's processor counts "<video>" typed in the text as one more video: every video failed with
+    transformers' own error (the run stopped at the first, naming none)."""
+    out = tmp_path / "o.jsonl"
+    message = refusal("caption", videos / "videos" / "a.mp4", "--prompt", "Is the <video> blue?", "--out", out,
+                      "--workers", 0)  # a refusal in this process: no reader process left holding the part file
+    assert message.startswith("pnd caption: --prompt: the prompt 'Is the <video> blue?' holds '<video>'")
+    manifest = tmp_path / "rows.jsonl"
+    manifest.write_text(json.dumps({"video": str(videos / "videos" / "c.mp4"), "prompt": "Where is <image>?"}) + "\n")
+    message = refusal("caption", manifest, "--out", out, "--workers", 0)
+    assert message.startswith(f"pnd caption: the prompt of {videos / 'videos' / 'c.mp4'}: the prompt 'Where is "
+                              "<image>?' holds '<image>'")
+    assert not out.exists()
+
+
+def test_a_video_its_processor_refuses_is_named_and_the_others_of_its_batch_are_captioned(videos, tmp_path, capfd):
+    """Qwen2-VL's processor refuses a frame whose aspect ratio is over 200: that video is named and left out, as one
+    that cannot be read (exit 1, retried by a rerun); the others of its batch are captioned one at a time, as alone.
+    The whole run stopped there with the processor's error, which named no video."""
+    from PIL import Image
+
+    from pnd.testing import tiny_model
+
+    model, processor = tiny_model("qwen2_vl")
+    model.save_pretrained(tmp_path / "model")
+    processor.save_pretrained(tmp_path / "model")
+    (tmp_path / "in" / "thin").mkdir(parents=True)
+    for i in range(4):
+        Image.new("RGB", (1000, 3), (60 * i, 0, 0)).save(tmp_path / "in" / "thin" / f"{i}.png")
+    for name in ("a.mp4", "c.mp4"):
+        (tmp_path / "in" / name).symlink_to(videos / "videos" / name)
+    common = ("--model", tmp_path / "model", "--workers", 0, "--max-new-tokens", 3)
+    together = tmp_path / "together.jsonl"
+    assert main_caption(tmp_path / "in", "--batch-size", 3, "--out", together, *common) == 1
+    err = capfd.readouterr().err
+    assert f"failed {tmp_path / 'in' / 'thin'}: the processor refused the video: absolute aspect ratio" in err
+    alone = tmp_path / "alone.jsonl"
+    assert main_caption(tmp_path / "in" / "a.mp4", tmp_path / "in" / "c.mp4", "--batch-size", 1, "--out", alone,
+                        *common) == 0
+    assert records(together) == records(alone) and len(records(alone)) == 2
+
+
 @pytest.fixture(scope="module")
 def text_only_model(tmp_path_factory):
     from transformers import LlamaConfig, LlamaForCausalLM

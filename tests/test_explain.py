@@ -190,6 +190,8 @@ def test_pnd_explain_takes_an_image_and_refuses_bad_input(tmp_path):
         main(["explain", str(tmp_path / "frame.png"), "--alpha", "2"])
     with pytest.raises(SystemExit, match="no such file"):
         main(["explain", str(tmp_path / "missing.mp4")])
+    with pytest.raises(SystemExit, match="^pnd explain: the prompt 'Is <image> red[?]' holds '<image>'"):
+        main(["explain", str(tmp_path / "frame.png"), "--prompt", "Is <image> red?"])  # the processor's own error
 
 
 def test_pnd_explain_method(tmp_path, explained):

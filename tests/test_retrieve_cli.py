@@ -76,6 +76,15 @@ def test_full_matrix_rankings_metrics_and_plot(setup, capfd):
     assert (setup / "full" / "scores.png").stat().st_size > 1000
 
 
+def test_a_prompt_that_holds_the_processors_video_placeholder_is_one_line(setup, tmp_path):
+    """The processor would count "<video>" typed in --prompt as one more video: refused in one line, not a traceback
+    from the first video's scores."""
+    message = refusal("retrieve", setup / "videos", "--captions", setup / "captions.jsonl", "--model",
+                      setup / "model", "--frames", 4, "--workers", 0, "--prompt", "What is in the <video>?",
+                      "--out", tmp_path / "out")
+    assert message.startswith("pnd retrieve: the prompt 'What is in the <video>?' holds '<video>'")
+
+
 def test_first_stage_reranking(setup):
     first = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.7], [0.1, 0.2, 0.3], [0.0, 0.0, 0.0]], dtype=np.float32)
     np.save(setup / "first.npy", first)  # rows follow the listed videos: broken.mp4 first (sorted)

@@ -39,8 +39,9 @@ from pathlib import Path
 
 import torch
 
-from ..decoding.captioning import generate_captions
+from ..decoding.captioning import VideosRefused, generate_captions
 from ..decoding.methods import method
+from ..io.prompts import video_prompt
 from .inputs import InputsError, Item, decoded_videos, read_inputs
 from .launch import Launch, add_model_arguments, check_counts, check_model_arguments, load_for_rank
 from .method_args import add_method_arguments, method_settings
@@ -170,6 +171,11 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
         fail(f"{model.config.model_type}'s processor takes images only (it has no video processor), and pnd caption "
              "captions videos. Use a model of a family that takes video (`pnd models --families`), or score a "
              "video's frames as images with pnd.CaptionScorer.")
+    for prompt, item in {item.prompt or args.prompt: item for item in items}.items():
+        try:  # before any video: a prompt that holds the processor's "<video>" would fail every video it goes with
+            video_prompt(processor, prompt)
+        except ValueError as error:
+            fail(f"{'--prompt' if item.prompt is None else f'the prompt of {item.video}'}: {error}")
     attach(model, processor)
     if args.compare:
         label = f"alpha {args.alpha}" if args.method == "cpn" else args.method
@@ -191,6 +197,10 @@ def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], 
             if window and (batch is None or len(window) >= WINDOW * args.batch_size):
                 for chunk in length_batches(window, args.batch_size, args.prompt):
                     for record in caption_records(model, processor, chunk, args):
+                        if "error" in record:
+                            tqdm.write(f"pnd caption: failed {record['video']}: {record['error']}", file=sys.stderr)
+                            failed.append(record["video"])
+                            continue
                         if "plain" in record:
                             tqdm.write(f"| {Path(record['video']).name} | {record['plain']} | {record['caption']} |")
                         part.write(record)
@@ -225,7 +235,8 @@ def length_batches(videos: list[tuple[Item, torch.Tensor]], batch_size: int, pro
 
 
 def caption_records(model, processor, batch: list[tuple[Item, torch.Tensor]], args) -> list[dict]:
-    """One output record per (item, frames) of the batch, in order; videos with one prompt are captioned together."""
+    """One output record per (item, frames) of the batch, in order; videos with one prompt are captioned together. A
+    video the processor refuses gets {"video": ..., "error": why} (its batch is captioned again one video at a time)."""
     by_prompt: dict[str, list[int]] = {}
     for i, (item, _) in enumerate(batch):
         by_prompt.setdefault(item.prompt or args.prompt, []).append(i)
@@ -233,9 +244,15 @@ def caption_records(model, processor, batch: list[tuple[Item, torch.Tensor]], ar
     for prompt, indices in by_prompt.items():
         videos = [batch[i][1] for i in indices]
         decode = dict(prompt=prompt, max_new_tokens=args.max_new_tokens)
-        captions = generate_captions(model, processor, videos, None, method=args.method, settings=args.settings,
-                                     **decode)
-        plains = generate_captions(model, processor, videos, None, **decode) if args.compare else [None] * len(videos)
+        try:
+            captions = generate_captions(model, processor, videos, None, method=args.method, settings=args.settings,
+                                         **decode)
+            plains = generate_captions(model, processor, videos, None, **decode) if args.compare else [None] * len(videos)
+        except VideosRefused as error:
+            for i in indices:
+                records[i] = caption_records(model, processor, [batch[i]], args)[0] if len(indices) > 1 else \
+                    {"video": batch[i][0].video, "error": str(error)}
+            continue
         for i, caption, plain in zip(indices, captions, plains):
             item = batch[i][0]
             records[i] = {"id": item.id, "video": item.video, "caption": caption, "alpha": args.alpha,

@@ -84,8 +84,8 @@ def run(args) -> int:
         return processor(text=[video_prompt(processor, text, modality)], **{f"{modality}s": [visual]},
                          return_tensors="pt", **pixel_values_kwargs(processor))
 
-    inputs = prompt(instruction)
     try:  # what pnd refuses on this model or input (e.g. PAI's layers on a 2-layer model): one line, exit 1
+        inputs = prompt(instruction)
         if args.method == "cpn":
             result = explain(attach(model, processor), processor, inputs, settings["alpha"], prior=settings["prior"],
                              plausibility=settings["plausibility"], max_new_tokens=args.max_new_tokens,

@@ -233,8 +233,11 @@ def score_videos(args, paths: list[Path], ids: list[str], indices: list[int], ro
             continue
         if scorer is None:  # loaded at the first readable video
             model, processor = load_for_rank(args, args.model, launch)
-            scorer = CaptionScorer(model, processor, alpha=args.alpha, reduction=args.reduction, prompt=args.prompt,
-                                   batch_size=args.batch_size)
+            try:
+                scorer = CaptionScorer(model, processor, alpha=args.alpha, reduction=args.reduction,
+                                       prompt=args.prompt, batch_size=args.batch_size)
+            except ValueError as error:  # e.g. a --prompt that holds the processor's "<video>"
+                fail(str(error))
         if rows.first is not None:
             def score_fn(query, chosen):
                 return scorer.score([clip], [rows.captions[c] for c in chosen])[0]

@@ -21,6 +21,11 @@ from .logits_processor import PriorNormalized
 from .methods import method as registered_method
 
 
+class VideosRefused(ValueError):
+    """The processor refused the videos of a `generate_captions` call (e.g. Qwen2-VL's, a frame's aspect ratio over
+    200): the others of a batch may still be captioned one at a time."""
+
+
 @torch.no_grad()
 def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float | None,
                       prompt: str = "Describe the video.", plausibility: float | None = None,
@@ -40,6 +45,9 @@ def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float
 
     Returns:
         One caption per video, stripped.
+
+    Raises:
+        VideosRefused: where the processor refuses the videos.
     """
     for index, video in enumerate(videos):
         check_frames(video, f"videos[{index}]")
@@ -51,8 +59,12 @@ def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float
     architecture.check_video_batch(videos)
 
     def prompts(text: str):
-        return architecture.on_model(model, processor(text=[video_prompt(processor, text)] * len(videos),
-                                                      videos=list(videos), return_tensors="pt", padding=True))
+        text = video_prompt(processor, text)
+        try:
+            encoded = processor(text=[text] * len(videos), videos=list(videos), return_tensors="pt", padding=True)
+        except (ValueError, TypeError) as error:
+            raise VideosRefused(f"the processor refused the video{'s' * (len(videos) > 1)}: {error}") from error
+        return architecture.on_model(model, encoded)
 
     inputs, extra = prompts(prompt), {}
     if method is not None:

@@ -22,7 +22,17 @@ def video_prompt(processor, instruction: str, modality: str = "video") -> str:
 
     Returns:
         The prompt text, ending with the generation prompt.
+
+    Raises:
+        ValueError: for an instruction that holds the processor's placeholder of an image's or a video's tokens
+            ("<video>" typed by the user), which the processor would count as one more visual input.
     """
+    placeholders = (getattr(processor, f"{kind}_token", None) for kind in ("image", "video"))
+    typed = [token for token in placeholders if isinstance(token, str) and token and token in instruction]
+    if typed:
+        raise ValueError(f"the prompt {instruction!r} holds {typed[0]!r}, the processor's placeholder of an image's or "
+                         f"a video's tokens, which it would count as one more {modality}: pnd puts the {modality} "
+                         "in the prompt itself. Leave the placeholder out of the text.")
     return processor.apply_chat_template(
         [{"role": "user", "content": [{"type": modality}, {"type": "text", "text": instruction}]}],
         add_generation_prompt=True,
