@@ -8,17 +8,22 @@
 `--check` loads each task's documents and looks for the first N videos (and the question files), and stops with
 the missing file, URL or environment variable named, in seconds and before any model loads: run it before a long
 sweep. Each alpha is one lmms-eval command line (`--log_samples`, output in OUT/runs/alpha<A>/, its log in lmms_eval.log
-there) over the tasks not finished at that alpha: a re-run of the same command runs only what is missing (a task
-is finished when a results file in that folder holds it). alpha 0 (the plain model) is always run. Then:
+there; A is the alpha exactly, as passed in model_args: 0.5, 1, 0.9999999) over the tasks not finished at that alpha:
+a re-run of the same command runs only what is missing (a task is finished when a results file in that folder holds
+it). A folder whose results files record another --model or --model-args is refused before anything runs: use
+another --out, or delete that folder. alpha 0 (the plain model) is always run. Then:
 OUT/sweep.csv, OUT/sweep.md and OUT/sweep.png hold each task's headline metric per alpha (the first metric of
-its metric_list, or --metric TASK=METRIC; a group's is its first subtask's) read from lmms-eval's results files,
-the agreement: the share of documents whose answer (generated text, or the choice of lowest loss) at that alpha is
-the plain model's answer, and the documents that failed (pnd's marker: they count as wrong), read from the samples
-files.
+its metric_list, or --metric TASK=METRIC; a group's is its first subtask's) read from lmms-eval's results files
+(a group without aggregate_metric_list has none of its own: its row is the first subtask holding the metric, named
+in the metric column), the agreement: the share of documents whose answer (generated text, or the choice of lowest
+loss) at that alpha is the plain model's answer, and the documents that failed (pnd's marker: they count as wrong),
+read from the samples files. A metric that no results file holds shows as a dash (an empty value in sweep.csv): the
+table is written, the task named, and the command exits 1.
 
 --methods (default cpn): each method of `pnd.decoding.methods` at each alpha, or once at the paper's defaults for a
 method without one (m3id); a method other than cpn runs in OUT/runs/<method>-alpha<A>/ (OUT/runs/<method>/) with
-model_args method=<method>, and its rows name it. Loglikelihood tasks score with cpn only.
+model_args method=<method>, and its rows name it. Loglikelihood tasks score each choice with the method's own score
+of its tokens (one generate call per choice; docs/methods.md, Limits).
 
 Example:
     >>> from pnd.cli import main
@@ -44,6 +49,16 @@ from ..integrations.failed_documents import document_failed
 from .data_check import check_tasks
 
 
+def alpha_text(alpha: float) -> str:
+    """The shortest text that reads back as exactly `alpha`, so distinct alphas never share a name.
+
+    >>> alpha_text(1.0), alpha_text(0.25), alpha_text(0.9999999), alpha_text(0.1234567)
+    ('1', '0.25', '0.9999999', '0.1234567')
+    """
+    short = f"{alpha:g}"
+    return short if float(short) == alpha else repr(alpha)
+
+
 class Run(NamedTuple):
     """One lmms-eval run of the sweep: a method at an alpha (None: the method's defaults, it has no alpha)."""
 
@@ -52,18 +67,18 @@ class Run(NamedTuple):
 
     @property
     def name(self) -> str:  # folder under OUT/runs, and the label of a table column
-        alpha = "" if self.alpha is None else f"alpha{self.alpha:g}"
+        alpha = "" if self.alpha is None else f"alpha{alpha_text(self.alpha)}"
         return alpha if self.method == "cpn" else f"{self.method}-{alpha}" if alpha else self.method
 
     @property
     def label(self) -> str:
         if self.method == "cpn":
-            return "alpha 0 (plain)" if self.alpha == 0 else f"alpha {self.alpha:g}"
-        return self.method if self.alpha is None else f"{self.method} alpha {self.alpha:g}"
+            return "alpha 0 (plain)" if self.alpha == 0 else f"alpha {alpha_text(self.alpha)}"
+        return self.method if self.alpha is None else f"{self.method} alpha {alpha_text(self.alpha)}"
 
     @property
     def model_args(self) -> str:
-        alpha = "" if self.alpha is None else f"alpha={self.alpha:g}"
+        alpha = "" if self.alpha is None else f"alpha={alpha_text(self.alpha)}"
         return alpha if self.method == "cpn" else ",".join(filter(None, (f"method={self.method}", alpha)))
 
 
@@ -89,21 +104,24 @@ def add_arguments(parser) -> None:
 
 
 def parse_alphas(text: str) -> list[float]:
-    """Sorted distinct alphas with 0 first; an error names a value that is not a number in [0, 1].
+    """Sorted alphas with 0 first; an error names a value that is not a number in [0, 1], or one listed twice.
 
     >>> parse_alphas("1, 0.5")
     [0.0, 0.5, 1.0]
     """
-    alphas = set()
+    alphas = {}
     for item in text.split(","):
         try:
-            alpha = float(item)
+            alpha = float(item) + 0.0  # -0.0 is 0.0
         except ValueError:
             alpha = math.nan
         if not 0 <= alpha <= 1:
             raise SystemExit(f"pnd sweep: --alphas takes numbers in [0, 1] separated by commas, got {item.strip()!r}")
-        alphas.add(alpha)
-    return sorted(alphas | {0.0})
+        if alpha in alphas:
+            raise SystemExit(f"pnd sweep: --alphas lists {alphas[alpha]!r} and {item.strip()!r}, the same alpha "
+                             f"{alpha_text(alpha)}; list each alpha once")
+        alphas[alpha] = item.strip()
+    return sorted(set(alphas) | {0.0})
 
 
 def parse_methods(text: str, alphas: list[float]) -> list[Run]:
@@ -146,6 +164,22 @@ def run_folder(out: Path, run: Run) -> Path:
     return out / "runs" / run.name
 
 
+def lmms_eval_model_args(args, run: Run) -> str:
+    return f"{args.model_args},{run.model_args}"
+
+
+def check_same_model(args, out: Path, runs: list[Run]) -> None:
+    """Refuse an OUT whose results files record another --model or --model-args: resuming would report their numbers."""
+    for run in runs:
+        folder, wanted = run_folder(out, run), (args.model, lmms_eval_model_args(args, run))
+        for path in sorted(folder.rglob("*_results.json")):
+            config = json.loads(path.read_text()).get("config", {})
+            if (config.get("model"), config.get("model_args")) != wanted:
+                raise SystemExit(f"pnd sweep: {path} is a run of --model {config.get('model')} with model_args "
+                                 f"{config.get('model_args')!r}, not this command's --model {wanted[0]} with "
+                                 f"{wanted[1]!r} ({run.label}); use another --out, or delete {folder} to run it again")
+
+
 def finished(folder: Path) -> dict:
     """{task: (results dict of the newest results file holding it)} over the results files under `folder`."""
     done = {}
@@ -157,7 +191,7 @@ def finished(folder: Path) -> dict:
 
 def run_lmms_eval(args, run: Run, tasks: list[str], folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    command = [*shlex.split(args.launcher), "--model", args.model, "--model_args", f"{args.model_args},{run.model_args}",
+    command = [*shlex.split(args.launcher), "--model", args.model, "--model_args", lmms_eval_model_args(args, run),
                "--tasks", ",".join(tasks), "--batch_size", str(args.batch_size), "--log_samples",
                "--output_path", str(folder), *(["--include_path", args.include_path] if args.include_path else [])]
     print(f"pnd sweep: {run.label}: {' '.join(map(shlex.quote, command))}", file=sys.stderr)
@@ -176,6 +210,27 @@ def headline(results: dict, task: str, metrics: dict[str, str]) -> str:
         return metrics[task]
     first = (results.get("group_subtasks", {}).get(task) or [task])[0]
     return headline(results, first, {}) if first != task else results["configs"][task]["metric_list"][0]["metric"]
+
+
+def metric_value(results: dict, task: str, metric: str) -> tuple[float | None, str]:
+    """(value, task holding it): the task's own, else its first subtask's that holds it (a group without
+    aggregate_metric_list stores no metric of its own); (None, task) where none does."""
+    own = results["results"].get(task, {}).get(f"{metric},none")
+    if own is not None:
+        return own, task
+    for subtask in results.get("group_subtasks", {}).get(task) or []:
+        value, holder = metric_value(results, subtask, metric)
+        if value is not None:
+            return value, holder
+    return None, task
+
+
+def metric_names(results: dict, task: str) -> list[str]:
+    """The metrics the task and its subtasks hold in `results`."""
+    names = {key.split(",")[0] for key in results["results"].get(task, {}) if key.endswith(",none")}
+    for subtask in results.get("group_subtasks", {}).get(task) or []:
+        names.update(metric_names(results, subtask))
+    return sorted(name for name in names if not name.endswith(("_stderr", "_stderr_clt", "_stderr_clustered")))
 
 
 def answers(folder: Path, results: dict, task: str) -> dict:
@@ -204,26 +259,29 @@ def answer_of(response):
     return (response[0] if isinstance(response, list) else response).strip()
 
 
-def collect(out: Path, runs: list[Run], tasks: list[str], metrics: dict[str, str]) -> list[dict]:
-    rows = []
+def collect(out: Path, runs: list[Run], tasks: list[str], metrics: dict[str, str]) -> tuple[list[dict], list[str]]:
+    """(rows, problems): a row per task and run, its value None (and a problem naming it) where no metric was found;
+    a row's documents are those of the task holding the value."""
+    rows, problems = [], []
     for task in tasks:
         plain = None
         for run in runs:
             folder = run_folder(out, run)
             results = finished(folder)[task]
             metric = headline(results, task, metrics)
-            value = results["results"][task].get(f"{metric},none")
+            value, holder = metric_value(results, task, metric)
             if value is None:
-                raise SystemExit(f"pnd sweep: {task} has no metric {metric!r} at {run.label}; its metrics: "
-                                 f"{sorted(k.split(',')[0] for k in results['results'][task] if ',' in k)} (--metric)")
-            given = answers(folder, results, task)
+                problems.append(f"pnd sweep: {task} has no metric {metric!r} at {run.label}; its metrics: "
+                                f"{metric_names(results, task)}; choose one with --metric {task}=METRIC")
+            given = answers(folder, results, holder)
             plain = given if plain is None else plain
             answered = [key for key in given if given[key] is not None and plain.get(key) is not None]
             agreement = sum(given[key] == plain[key] for key in answered) / len(answered) if answered else math.nan
-            rows.append({"task": task, "metric": metric, "alpha": run.alpha, "value": value, "agreement": agreement,
-                         "documents": len(given), "failed": sum(answer is None for answer in given.values()),
+            rows.append({"task": task, "metric": metric if holder == task else f"{metric} ({holder})", "alpha": run.alpha,
+                         "value": value, "agreement": agreement, "documents": len(given),
+                         "failed": sum(answer is None for answer in given.values()),
                          **({} if run.method == "cpn" else {"method": run.method})})
-    return rows
+    return rows, problems
 
 
 def write_table(out: Path, rows: list[dict], runs: list[Run]) -> None:
@@ -234,10 +292,11 @@ def write_table(out: Path, rows: list[dict], runs: list[Run]) -> None:
     header = "| task | metric | " + " | ".join(run.label for run in runs) + " |"
     lines = [header, "|---|---|" + "---|" * len(runs)]
     for task in dict.fromkeys(row["task"] for row in rows):
-        cells = [f"{r['value']:.4f} ({r['agreement']:.0%} agree, {r['failed']} failed)" for r in rows if r["task"] == task]
+        cells = [f"{'-' if r['value'] is None else format(r['value'], '.4f')} ({r['agreement']:.0%} agree, "
+                 f"{r['failed']} failed)" for r in rows if r["task"] == task]
         metric = next(r["metric"] for r in rows if r["task"] == task)
         lines.append(f"| {task} | {metric} | " + " | ".join(cells) + " |")
-    note = ("Each cell: the metric; the share of documents answered as the plain model (alpha 0) answers them, over the "
+    note = ("Each cell: the metric (-: not found); the share of documents answered as the plain model (alpha 0) answers them, over the "
             "documents that failed at neither alpha; the documents that failed (counted as wrong in the metric).")
     (out / "sweep.md").write_text("\n".join(lines) + f"\n\n{note}\n")
 
@@ -247,8 +306,9 @@ def write_plot(out: Path, rows: list[dict]) -> None:
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for task in dict.fromkeys(row["task"] for row in rows):
         mine = [r for r in rows if r["task"] == task and "method" not in r]  # the other methods: sweep.md
-        line, = left.plot([r["alpha"] for r in mine], [r["value"] for r in mine], marker="o", label=f"{task} ({mine[0]['metric']})")
-        left.plot([0], [mine[0]["value"]], marker="*", markersize=14, color=line.get_color(), linestyle="none")
+        values = [math.nan if r["value"] is None else r["value"] for r in mine]
+        line, = left.plot([r["alpha"] for r in mine], values, marker="o", label=f"{task} ({mine[0]['metric']})")
+        left.plot([0], values[:1], marker="*", markersize=14, color=line.get_color(), linestyle="none")
         right.plot([r["alpha"] for r in mine], [r["agreement"] for r in mine], marker="o", color=line.get_color(), label=task)
     left.set(xlabel="alpha (0 = plain, star)", ylabel="metric", title="metric vs alpha")
     right.set(xlabel="alpha", ylabel="share of answers equal to plain", title="agreement with the plain model", ylim=(0, 1.05))
@@ -264,7 +324,11 @@ def run(args) -> int:
     if args.check is not None:
         return check_tasks(tasks, args.include_path, args.check)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file there, or above it
+        raise SystemExit(f"pnd sweep: --out {out} cannot be a folder ({error.strerror}); name a new or existing folder") from None
+    check_same_model(args, out, runs)
     for run in runs:
         folder = run_folder(out, run)
         missing = [task for task in tasks if task not in finished(folder)]
@@ -272,9 +336,11 @@ def run(args) -> int:
             run_lmms_eval(args, run, missing, folder)
         else:
             print(f"pnd sweep: {run.label}: every task is finished (in {folder}); skipped", file=sys.stderr)
-    rows = collect(out, runs, tasks, metrics)
+    rows, problems = collect(out, runs, tasks, metrics)
     write_table(out, rows, runs)
     write_plot(out, rows)
     print((out / "sweep.md").read_text())
     print(f"pnd sweep: wrote {out / 'sweep.md'}, {out / 'sweep.csv'} and {out / 'sweep.png'}", file=sys.stderr)
-    return 0
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
