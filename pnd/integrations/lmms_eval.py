@@ -7,8 +7,8 @@ pnd is installed they work like lmms-eval's own models, with no fork:
         --model_args pretrained=llava-hf/llava-onevision-qwen2-7b-ov-hf,alpha=0.5,max_frames_num=32
     lmms-eval --model pnd_hf ... --model_args pretrained=...,method=vcd,noise_step=500     # docs/methods.md
 
-`generate_until` decodes with `pnd.PriorNormalized`; `loglikelihood` scores each continuation with
-`pnd.CaptionScorer.score_prompt` (the retrieval scorer) and returns lmms-eval's loss convention.
+`generate_until` decodes with the method's logits processor (`pnd.PriorNormalized` by default); `loglikelihood`
+scores each continuation with the method's own score (`PndHf.loglikelihood`) and returns lmms-eval's loss convention.
 
 Example:
     >>> from lmms_eval.models import get_model
@@ -38,6 +38,7 @@ from ..io.video import read_video
 from ..scoring.forced import forced_steps
 from ..scoring.scorer import CaptionScorer
 from .failed_documents import FAILED_ANSWER, FAILED_LOSS, document_failed
+from .model_args import SCORER_PRIORS, check_device_arg, check_method, check_on_model
 
 lmms = require("lmms_eval.api.model", "eval").lmms
 
@@ -47,14 +48,15 @@ class PndHf(lmms):
 
     model_args (all optional but `pretrained`):
         pretrained: Hugging Face id or local folder.
-        alpha (0.5), prior ("masked", "text" or "blank"), plausibility (None): as for `pnd.PriorNormalized`;
-            alpha=0 is the plain model.
-        method ("cpn"): a decoding method of `pnd.decoding.methods` ("cpn", "vcd", "icd", "m3id"), its settings
-            as further model_args (e.g. method=vcd,noise_step=500; the others at the paper's defaults).
-            `loglikelihood` scores with cpn only.
+        alpha (0.5), prior ("masked", "text", "blank" or "noise"), plausibility (None): as for
+            `pnd.PriorNormalized`; alpha=0 is the plain model.
+        method ("cpn"): a decoding method of `pnd.decoding.methods` (cpn, vcd, icd, m3id, pai, only, vista), its
+            settings as further model_args (e.g. method=vcd,noise_step=500; the others at the paper's defaults).
+            `loglikelihood` scores each choice with the method's own score (at a neutral setting such as
+            alpha=0: the plain model's), see `PndHf.loglikelihood`.
         max_frames_num (32): frames sampled uniformly from each video.
-        dtype ("auto"), device (cuda if available, else cpu), device_map (None, e.g. "auto"),
-        attn_implementation (None, e.g. "sdpa"), load_in_4bit / load_in_8bit (False, bitsandbytes).
+        dtype ("auto", "bfloat16", "float16" or "float32"), device (cuda if available, else cpu), device_map (None,
+            e.g. "auto"), attn_implementation (None, e.g. "sdpa"), load_in_4bit / load_in_8bit (False, bitsandbytes).
         batch_size (lmms-eval's --batch_size, 1): documents `generate_until` decodes together and whose prompts
             `loglikelihood` runs together.
     Under `accelerate launch` each process holds a whole model and lmms-eval shards the documents.
@@ -88,16 +90,19 @@ class PndHf(lmms):
             raise ValueError(f"{name} takes {'/'.join(self.model_types)} checkpoints; {pretrained} is {model_type!r}. "
                              "Use --model pnd_hf for any architecture pnd supports.")
         self.normalizer = self.method.processor(**self.settings)
+        check_method(name, self.method, self.normalizer)
         self.max_frames_num = int(max_frames_num)
         self.accelerator = Accelerator()
         self._rank, self._world_size = self.accelerator.process_index, self.accelerator.num_processes
         if self._world_size > 1 and device_map is None:
             device = str(self.accelerator.device)  # one whole model per process
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        check_device_arg(name, device)
         self.model, self.processor = load_model(pretrained, device=device, dtype=dtype, load_in_4bit=load_in_4bit,
                                                 load_in_8bit=load_in_8bit, attn_implementation=attn_implementation,
                                                 device_map=device_map)
         attach(self.model, self.processor)
+        check_on_model(name, self.model, self.method, self.normalizer)
         self._device = self.model.device  # lmms-eval's clean() deletes the model, the device stays needed
         self.tokenizer = self.processor.tokenizer
         self._scorer = None
@@ -213,17 +218,20 @@ class PndHf(lmms):
 
         loss = -(1/T) * sum_k [log P(t_k | v, x, t_<k) - alpha * log P(t_k | x, t_<k)] over the continuation's T
         tokens, placed right after the generation prompt; with alpha=0 it is the mean cross-entropy lmms-eval's
-        HF models return. Under another method (VCD, ICD, M3ID) each token's term is the method's own score of it
-        (`pnd.scoring.forced`: e.g. VCD's `(1 + alpha) log p_c - alpha log p_d`), without the plausibility cut, which
-        would give every cut choice the same infinite loss; one document and one choice per `generate` call. Under
-        cpn the choices of one document share one prompt prefix. is_greedy is always False (pnd does not compute
-        it; it only feeds the exact_match metric). `--batch_size N` runs the prompts of up
-        to N documents in one left-padded forward call, then scores each document's choices on its own prefix.
+        HF models return, and so is any method's at its neutral setting (alpha=0; m3id forgetting_rate=0, ...). Under
+        another method (VCD, ICD, M3ID, PAI, ONLY, VISTA), or cpn with prior blank or noise, each token's term is the
+        method's own score of it (`pnd.scoring.forced`: e.g. VCD's `(1 + alpha) log p_c - alpha log p_d`), without the
+        plausibility cut, which would give every cut choice the same infinite loss; one document and one choice per
+        `generate` call. Under cpn (prior masked or text) and the plain model the choices of one document share one
+        prompt prefix, and `--batch_size N` runs the prompts of up to N documents in one left-padded forward call,
+        then scores each document's choices on its own prefix. is_greedy is always False (pnd does not compute it; it
+        only feeds the exact_match metric).
         """
-        if self._scorer is None:
-            cpn = self.method.name == "cpn"  # another method's scorer only tokenizes the choices
-            self._scorer = CaptionScorer(self.model, self.processor, alpha=self.normalizer.alpha if cpn else 0.0,
-                                         reduction="mean", prior=self.normalizer.prior if cpn else "masked")
+        shared = _shares_prompts(self.method, self.normalizer)
+        if self._scorer is None:  # where the method scores the choices, its scorer only tokenizes them
+            normalized = shared and self.normalizer.needs_prior
+            self._scorer = CaptionScorer(self.model, self.processor, alpha=self.normalizer.alpha if normalized else 0.0,
+                                         reduction="mean", prior=self.normalizer.prior if normalized else "masked")
         groups: dict[tuple, list[int]] = {}
         for i, request in enumerate(requests):
             if len(request.args) != 6:
@@ -236,8 +244,8 @@ class PndHf(lmms):
         bar = tqdm(total=len(documents), desc="pnd loglikelihood", disable=self.rank != 0)
         # a recurrent layer's state would take a batch's left padding in (Qwen3.5): one document per call there
         step = 1 if has_recurrent_layers(self.model.config.get_text_config(decoder=True)) else self.batch_size_per_gpu
-        score = self._score_documents if self.method.name == "cpn" else self._method_scores
-        step = step if self.method.name == "cpn" else 1
+        score = self._score_documents if shared else self._method_scores
+        step = step if shared else 1
         failed: list[str] = []
         for start in range(0, len(documents), step):
             batch = documents[start : start + step]
@@ -263,8 +271,8 @@ class PndHf(lmms):
         return [scores.tolist() for scores in self._scorer.score_prompts(self._batch_inputs(prompts), answers)]
 
     def _method_scores(self, requests, batch: list) -> list[list[float]]:
-        """`_score_documents` under a method other than cpn: one document, each choice forced through `generate`
-        with the method (its plausibility cut off), the mean of the method's scores of its tokens."""
+        """`_score_documents` where the method scores (`_shares_prompts` is False): one document, each choice forced
+        through `generate` with the method (its plausibility cut off), the mean of the method's scores of its tokens."""
         ((task, split, doc_id, context), indices), = batch
         doc, visuals = self._visuals(requests[indices[0]].args[2], task, split, doc_id)
         inputs, extra = self._batch_inputs([(context, visuals)]), self._contrast([(context, visuals)])
@@ -286,6 +294,13 @@ class PndLlavaOnevision(PndHf):
 
 class PndQwen2VL(PndHf):
     model_types = ("qwen2_vl", "qwen2_5_vl")
+
+
+def _shares_prompts(method, normalizer) -> bool:
+    """Whether `loglikelihood` scores with `CaptionScorer` (a document's choices on one prompt pass): the plain model
+    (any method at its neutral setting) or cpn with a prior the scorer computes; else each choice is forced through
+    `generate` with the method."""
+    return not normalizer.needs_prior or (method.name == "cpn" and normalizer.prior in SCORER_PRIORS)
 
 
 def _document_name(doc_id, task: str, split: str) -> str:

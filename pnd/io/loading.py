@@ -69,6 +69,25 @@ def check_device(device: str) -> None:
         raise ValueError(f"--device {device}: MPS is not available on this machine; pass --device cpu.")
 
 
+DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def torch_dtype(name: str):
+    """"auto", or the torch dtype `name` names ("bfloat16", "float16", "float32"; also bf16, fp16, fp32).
+
+    Example:
+        >>> torch_dtype("bf16")
+        torch.bfloat16
+    """
+    if name == "auto":
+        return name
+    dtype = getattr(torch, DTYPE_ALIASES.get(name, name), None) if isinstance(name, str) else None
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"dtype {name!r} is not a dtype name: pass auto (the checkpoint's), bfloat16 (or bf16), "
+                         "float16 (fp16) or float32 (fp32).")
+    return dtype
+
+
 def load_model(name_or_path: str, device: str = "cpu", dtype: str = "auto", load_in_4bit: bool = False,
                load_in_8bit: bool = False, attn_implementation: str | None = None, device_map: str | None = None):
     """Load a supported model and its processor, ready for generation.
@@ -76,7 +95,7 @@ def load_model(name_or_path: str, device: str = "cpu", dtype: str = "auto", load
     Args:
         name_or_path: a Hugging Face id or a local folder saved with `save_pretrained`.
         device: where to move the model (ignored with `device_map`).
-        dtype: "auto" (the checkpoint's) or a torch dtype name such as "bfloat16".
+        dtype: "auto" (the checkpoint's) or a torch dtype name such as "bfloat16" (`torch_dtype`).
         load_in_4bit, load_in_8bit: quantize with bitsandbytes (`pnd[quant]`).
         attn_implementation: e.g. "sdpa", "eager", "flash_attention_2".
         device_map: e.g. "auto": place the model with accelerate instead of moving it to `device`.
@@ -92,7 +111,7 @@ def load_model(name_or_path: str, device: str = "cpu", dtype: str = "auto", load
 
     if load_in_4bit and load_in_8bit:
         raise ValueError("Choose one of load_in_4bit and load_in_8bit.")
-    kwargs = {"dtype": dtype if dtype == "auto" else getattr(torch, dtype)}
+    kwargs = {"dtype": torch_dtype(dtype)}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     if load_in_4bit or load_in_8bit:
