@@ -30,6 +30,7 @@ class Attachment:
     architecture: Any = None  # the model's `pnd.architectures.Architecture`, once attached
     forward: Callable | None = None  # the model's own forward and generate, which the attached ones call
     generate: Callable | None = None
+    generate_batch: Callable | None = None  # the model's own continuous batching, which the attached one calls
     replaced: dict = field(default_factory=dict)  # instance attributes attach shadowed (accelerate's hook), to restore
     added: tuple[str, ...] = ()  # instance attributes attach added (its forward and generate, a family's repair)
     prefill: str = "auto"  # one of pnd.decoding.paired.PREFILL_STRATEGIES

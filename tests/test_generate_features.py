@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import (
     DynamicCache,
+    GenerationConfig,
     LogitsProcessorList,
     MinNewTokensLengthLogitsProcessor,
     NoBadWordsLogitsProcessor,
@@ -18,6 +19,7 @@ from transformers import (
     StoppingCriteria,
     SuppressTokensLogitsProcessor,
 )
+from transformers.generation.configuration_utils import ContinuousBatchingConfig
 from transformers.generation.streamers import BaseStreamer
 
 import pnd
@@ -297,6 +299,28 @@ def test_cache_implementation_dynamic_named_is_the_default_cache(tiny, monkeypat
     named = model.generate(**inputs, logits_processor=[method_named(method).processor()], **kwargs)
     assert torch.equal(named.sequences, default.sequences)
     assert all(torch.equal(a, b) for a, b in zip(named.scores, default.scores))
+
+
+def test_continuous_batching_on_an_attached_model_is_the_plain_models(tiny):
+    """transformers' continuous batching (`generate_batch`, and `generate(cache_implementation="paged")`, which calls
+    it) builds its attention masks for the names it knows: under pnd's it decoded other tokens, or one per row."""
+    model, processor = tiny("qwen2_vl")
+    small = dict(continuous_batching_config=ContinuousBatchingConfig(num_blocks=16, max_batch_tokens=128))  # fast
+    prompts, config = [[1, 2, 3, 4, 5, 6], [7, 8, 9]], GenerationConfig(max_new_tokens=4, do_sample=False)
+    inputs = tiny_inputs(processor, "qwen2_vl", PROMPTS)
+
+    def both():
+        batch = model.generate_batch(prompts, generation_config=config, **small)
+        return ({k: v.generated_tokens for k, v in batch.items()},
+                model.generate(**inputs, max_new_tokens=4, do_sample=False, cache_implementation="paged", **small))
+
+    plain = both()
+    pnd.attach(model)
+    attached = both()
+    assert attached[0] == plain[0] and torch.equal(attached[1], plain[1])
+    assert plain[1].shape[-1] == inputs["input_ids"].shape[1] + 4
+    pnd.detach(model)
+    assert "generate_batch" not in vars(model)
 
 
 def test_right_padded_prompt_is_explained(tiny):

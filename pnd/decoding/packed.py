@@ -160,6 +160,20 @@ def stop_split_attention(model) -> None:
 
 
 @contextmanager
+def attention_named_sdpa(model):
+    """Within this context, the language model's attention runs under its own name "sdpa" again: transformers'
+    continuous batching (`cache_implementation="paged"`) builds its attention masks for the names it knows only. Meant
+    for a plain call: a paired call in another thread meanwhile would switch `split_attention` back on."""
+    config = model.config.get_text_config(decoder=True)
+    previous = attention_implementation(config)
+    stop_split_attention(model)
+    try:
+        yield
+    finally:
+        set_attention_implementation(config, previous)
+
+
+@contextmanager
 def _packed_attention(length: int, unpadded: bool, prefix: int):
     """Within this context (this thread's), `split_attention` splits a packed [prompt | prior tokens] call whose prior
     tokens see no prompt slot from `prefix` on."""

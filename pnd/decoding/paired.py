@@ -36,7 +36,7 @@ from .cache import PairedCache, PairedStaticCache, SteeredStaticCache
 from .contrast import CONTRASTS, count_past_padding, prepare_contrast, without_padding
 from .generation import Generation, running
 from .logits_processor import PairedProcessor
-from .packed import stop_split_attention, use_split_attention
+from .packed import attention_named_sdpa, stop_split_attention, use_split_attention
 from .prior import blank_encoder_outputs
 from .steps import EMBEDDED_PROMPT, NEEDS_INPUT_IDS, PAIRED_STEP, language_model_forward, paired_forward
 
@@ -82,7 +82,8 @@ def attach(model, processor=None, *, prefill: str = "auto"):
     architecture = architecture_for(model)  # a model pnd refuses gets nothing more than its bound processor
     attachment = attachment_of(model, create=True)
     before = set(vars(model))
-    attachment.replaced = {name: vars(model)[name] for name in ("forward", "generate")  # the user's, not pnd's repairs
+    attachment.replaced = {name: vars(model)[name] for name in ("forward", "generate", "generate_batch")  # the user's,
+                           # not pnd's repairs
                            if name in vars(model) and not is_repair(vars(model)[name])}
     attachment.architecture, attachment.prefill = architecture, prefill
     # first: a repaired forward (the Q-Former families') or generate (Janus) is the one the attached one calls
@@ -90,6 +91,9 @@ def attach(model, processor=None, *, prefill: str = "auto"):
     attachment.forward, attachment.generate = model.forward, model.generate
     model.forward = _attached(paired_forward, model, attachment, attachment.forward)
     model.generate = _attached(_generate, model, attachment, attachment.generate)
+    if hasattr(model, "generate_batch"):  # transformers' continuous batching (also generate(cache_implementation="paged"))
+        attachment.generate_batch = model.generate_batch
+        model.generate_batch = _attached(_generate_batch, model, attachment, attachment.generate_batch)
     if architecture.embeds_prompt:  # its generate runs the language model's generate, whose forward calls get paired
         wrap(_generating_model(model, architecture), "forward", language_model_forward, model)
     attachment.added = tuple(sorted(set(vars(model)) - before))
@@ -144,6 +148,13 @@ def _generate(model, attachment: Attachment, *args, **kwargs):
         args = (kwargs.pop("inputs"),)
     with expansions_given(carried_expansions(kwargs, args[0] if args else None)):
         return _generate_carried(model, attachment, *args, **kwargs)
+
+
+def _generate_batch(model, attachment: Attachment, *args, **kwargs):
+    """The attached `generate_batch`: plain, with the attention under its own name "sdpa", for which transformers'
+    continuous batching builds its attention masks (under pnd's, it decoded garbage or one token)."""
+    with attention_named_sdpa(model):
+        return attachment.generate_batch(*args, **kwargs)
 
 
 def _generate_carried(model, attachment: Attachment, *args, logits_processor=None, prior_inputs=None, **kwargs):
