@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 
 import numpy as np
 import torch
@@ -49,9 +50,10 @@ def check_frames(video, where: str | None = None) -> None:
     """Raise a ValueError naming the fix for in-memory frames pnd cannot caption or score as given.
 
     Accepted: a (frames, 3, H, W) tensor or array (channels last too) of uint8 0-255 or floats 0-255, or a list of
-    frames. Refused: no frame; another number of dimensions (a batch of videos is a list of them); NaN or inf; floats
-    in [0, 1] (transformers' processors would rescale them once more, to a black video) or outside [0, 255] (already
-    normalized frames). `where` names the video in the message (e.g. "videos[2]").
+    such frames (tensors, arrays or PIL images) of one shape. Refused: no frame; another number of dimensions (a batch
+    of videos is a list of them); frames of different shapes; booleans; integers outside 0-255 (16-bit frames); NaN
+    or inf; floats in [0, 1] (transformers' processors would rescale them once more, to a black video) or outside
+    [0, 255] (already normalized frames). `where` names the video in the message (e.g. "videos[2]").
 
     Example:
         >>> check_frames(torch.zeros(0, 3, 32, 32))  # doctest: +ELLIPSIS
@@ -66,13 +68,74 @@ def check_frames(video, where: str | None = None) -> None:
     if frames == 0:
         raise ValueError(f"{name} has 0 frames: pass at least one frame, as a (frames, 3, H, W) tensor with frames >= 1 "
                          "(pnd.io.video.read_video(path, frames=8) samples frames from a file).")
+    if isinstance(video, (list, tuple)):
+        video = _stacked(video, name)
     if not isinstance(video, (torch.Tensor, np.ndarray)):
         return
-    values = torch.as_tensor(video, device=video.device if torch.is_tensor(video) else "cpu")
-    if values.ndim != 4:
-        raise ValueError(f"{name} has shape {tuple(values.shape)}: pass one video as a (frames, 3, H, W) tensor (a "
+    if video.ndim != 4:
+        raise ValueError(f"{name} has shape {tuple(video.shape)}: pass one video as a (frames, 3, H, W) tensor (a "
                          "batch of videos is a list of such tensors).")
+    _check_values(video, name, "video")
+
+
+def check_image(image, where: str | None = None) -> None:
+    """`check_frames`'s rules for one image: a PIL image, or a (3, H, W) or (H, W, 3) tensor or array.
+
+    Example:
+        >>> check_image(torch.rand(3, 32, 32))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: image holds floats in [0, 1]...
+    """
+    name = f"{where}: image" if where else "image"
+    if _is_pil(image):
+        image = np.asarray(image)
+    elif isinstance(image, (torch.Tensor, np.ndarray)) and image.ndim != 3:
+        raise ValueError(f"{name} has shape {tuple(image.shape)}: pass one image as a (3, H, W) tensor or an "
+                         "(H, W, 3) array (or a PIL image).")
+    if isinstance(image, (torch.Tensor, np.ndarray)):
+        _check_values(image, name, "image")
+
+
+def _is_pil(value) -> bool:
+    image = sys.modules.get("PIL.Image")  # not imported: no PIL image exists
+    return image is not None and isinstance(value, image.Image)
+
+
+def _stacked(frames: list | tuple, name: str):
+    """A list of frames (tensors, arrays or PIL images) as one tensor, refused if their shapes differ; unchanged
+    if one frame is something else."""
+    arrays = [np.asarray(frame) if _is_pil(frame) else frame for frame in frames]
+    if not all(isinstance(array, (torch.Tensor, np.ndarray)) for array in arrays):
+        return frames
+    shapes = sorted({tuple(array.shape) for array in arrays})
+    if len(shapes) > 1:
+        raise ValueError(f"{name} has frames of different shapes {', '.join('x'.join(map(str, s)) for s in shapes)}: "
+                         "give every frame of a video the same size (resize them, e.g. PIL's image.resize((W, H))).")
+    return torch.stack([_tensor(array) for array in arrays])
+
+
+def _tensor(values) -> torch.Tensor:
+    if torch.is_tensor(values):
+        return values
+    # torch takes native byte order and non-negative strides only, and warns on read-only arrays (a PIL image's)
+    return torch.from_numpy(np.require(values, values.dtype.newbyteorder("="), ("W", "C")))
+
+
+def _check_values(values, name: str, what: str) -> None:
+    """The pixel values of `what` (a video or an image: a tensor or array): uint8, or integers or floats in 0-255."""
+    values = _tensor(values)
+    if values.dtype == torch.bool:
+        raise ValueError(f"{name} holds booleans: pass pixel values in 0-255, uint8 (mask.to(torch.uint8) * 255) or "
+                         "float.")
+    if values.is_complex() or values.dtype == torch.uint8 or values.numel() == 0:
+        return
     if not values.is_floating_point():
+        wide = values.to(torch.int64)  # min and max of uint16/uint32 are not implemented
+        low, high = int(wide.min()), int(wide.max())
+        if low < 0 or high > 255:
+            raise ValueError(f"{name} holds {str(values.dtype).removeprefix('torch.')} values from {low} to {high}: "
+                             "pass pixel values in 0-255, uint8 or float; 16-bit frames (0-65535) scaled, "
+                             f"({what}.double() * 255 / 65535).round().to(torch.uint8).")
         return
     if not torch.isfinite(values).all():
         raise ValueError(f"{name} holds non-finite values (NaN or inf): pass frames of pixel values in 0-255.")
@@ -82,7 +145,7 @@ def check_frames(video, where: str | None = None) -> None:
                          "before any normalization (the processor normalizes them).")
     if 0 < high <= 1:
         raise ValueError(f"{name} holds floats in [0, 1]: pnd takes pixel values in 0-255 (the processor rescales them "
-                         "by 1/255): pass (video * 255).round().to(torch.uint8).")
+                         f"by 1/255): pass ({what} * 255).round().to(torch.uint8).")
 
 
 def check_pixels(inputs: dict, keys, where: str) -> None:

@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 
 from ..extras import pyplot
-from ..io.video import FRAME_SUFFIXES
+from ..io.video import FRAME_SUFFIXES, read_image
 from ..scoring.explain import Explanation
 from .method_args import add_method_arguments, method_settings
 
@@ -73,7 +73,7 @@ def run(args) -> int:
             check_model_source(args.model)
         path = Path(args.visual)
         is_image = path.is_file() and path.suffix.lower() in FRAME_SUFFIXES
-        visual = _read_image(path) if is_image else read_video(path, args.frames)
+        visual = read_image(path) if is_image else read_video(path, args.frames)
     except (ValueError, OSError) as error:
         raise SystemExit(f"pnd explain: {error}") from error
     modality = "image" if is_image else "video"
@@ -109,12 +109,6 @@ def run(args) -> int:
     print(f"plain:      {result.plain_text}\nnormalized: {result.normalized_text}  ({label})")
     print(f"pnd explain: wrote {out}/explain.html, explain.png, explain.json")
     return 0
-
-
-def _read_image(path: Path):
-    from PIL import Image
-
-    return Image.open(path).convert("RGB")
 
 
 def colour(shift: float) -> tuple[int, int, int]:

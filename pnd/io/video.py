@@ -64,14 +64,13 @@ def read_video(path: str | Path, frames: int = 8) -> torch.Tensor:
     if not path.exists():
         raise VideoReadError(f"{path}: no such file or folder.")
     try:
-        images = _frame_folder(path) if path.is_dir() else _decode(path)
+        chosen = _folder_frames(path, frames) if path.is_dir() else _decode(path, frames)
     except (VideoReadError, MissingExtra):  # a missing PyAV is no broken video
         raise
     except Exception as error:  # PyAV/PIL raise many types for broken files
         raise VideoReadError(f"{path}: cannot be decoded ({type(error).__name__}: {error}).") from error
-    if not images:
+    if not chosen:
         raise VideoReadError(f"{path}: contains no frames.")
-    chosen = [images[i] for i in uniform_indices(len(images), frames)]
     sizes = sorted({image.shape[:2] for image in chosen})
     if len(sizes) > 1:
         raise VideoReadError(f"{path}: frames have different sizes {', '.join(f'{h}x{w}' for h, w in sizes)}; "
@@ -79,20 +78,83 @@ def read_video(path: str | Path, frames: int = 8) -> torch.Tensor:
     return torch.from_numpy(np.stack(chosen)).permute(0, 3, 1, 2).contiguous()
 
 
-def _decode(path: Path) -> list[np.ndarray]:
+def read_image(path: str | Path):
+    """An image file as an RGB PIL image, 16-bit grayscale scaled to 0-255 (PIL's `convert("RGB")` clips it to white).
+
+    Example:
+        >>> import tempfile, numpy as np
+        >>> from PIL import Image
+        >>> path = tempfile.mkdtemp() + "/grey16.png"
+        >>> Image.fromarray(np.full((2, 2), 30000, np.uint16)).save(path)
+        >>> read_image(path).getpixel((0, 0))
+        (117, 117, 117)
+    """
+    from PIL import Image
+
+    with Image.open(path) as image:
+        if image.mode.startswith("I"):  # "I;16", "I;16B", "I": 16-bit grayscale (PNG)
+            values = np.asarray(image).astype(np.int64).clip(0, 65535)
+            return Image.fromarray(((values * 255 + 32767) // 65535).astype(np.uint8)).convert("RGB")
+        return image.convert("RGB")
+
+
+def _decode(path: Path, frames: int) -> list[np.ndarray]:
+    """The sampled frames, the only ones converted and kept. The frame count is the packets' (demuxed, not decoded),
+    checked against the frames decoded; where they differ, the file is decoded again, knowing the count."""
     av = require("av", "video")
 
     with av.open(str(path)) as container:
         if not container.streams.video:
             raise VideoReadError(f"{path}: has no video stream.")
-        return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+        counted = sum(packet.size > 0 for packet in container.demux(video=0))  # the flush packet is empty
+    kept, total = _decoded(av, path, _sampled(counted, frames))
+    if total != counted:
+        kept, _ = _decoded(av, path, _sampled(total, frames))
+    return [kept[i] for i in _sampled(total, frames)]
 
 
-def _frame_folder(path: Path) -> list[np.ndarray]:
-    from PIL import Image
+def _sampled(total: int, frames: int) -> list[int]:
+    return uniform_indices(total, frames) if total else []
 
-    files = sorted(p for p in path.iterdir() if p.suffix.lower() in FRAME_SUFFIXES)
-    return [np.asarray(Image.open(f).convert("RGB")) for f in files]
+
+def _decoded(av, path: Path, wanted: list[int]) -> tuple[dict[int, np.ndarray], int]:
+    """The frames at the indices `wanted`, by index, and how many frames the file holds."""
+    wanted, kept, total = set(wanted), {}, 0
+    with av.open(str(path)) as container:
+        for total, frame in enumerate(container.decode(video=0), 1):
+            if total - 1 in wanted:
+                kept[total - 1] = frame.to_ndarray(format="rgb24")
+    return kept, total
+
+
+def _folder_frames(path: Path, frames: int) -> list[np.ndarray]:
+    """The sampled frames of a frame folder, the only images read."""
+    files = _frame_files(path)
+    chosen = _sampled(len(files), frames)
+    images = {i: np.asarray(read_image(files[i])) for i in set(chosen)}
+    return [images[i] for i in chosen]
+
+
+def _frame_files(path: Path) -> list[Path]:
+    """A folder's frame images in name order; a VideoReadError if it holds video files too."""
+    files, videos = _contents(path)
+    if files and videos:
+        raise VideoReadError(f"{path}: holds both video files ({_names(videos)}) and frame images ({_names(files)}), "
+                             "so it is neither one video of frames nor a folder of videos. Move the images into a "
+                             "folder of their own (or out of it), or the videos.")
+    return files
+
+
+def _contents(path: Path) -> tuple[list[Path], list[Path]]:
+    """A folder's frame images and its video files, in name order."""
+    children = sorted(path.iterdir())
+    return ([p for p in children if p.suffix.lower() in FRAME_SUFFIXES],
+            [p for p in children if p.suffix.lower() in VIDEO_SUFFIXES and not p.is_dir()])
+
+
+def _names(paths: list[Path], shown: int = 3) -> str:
+    names = [p.name for p in paths]
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 _LOSSLESS = {".mp4": ("libx264rgb", "rgb24", {"crf": "0"}), ".webm": ("libvpx-vp9", "gbrp", {"lossless": "1"})}
@@ -120,28 +182,29 @@ def write_video(path: str | Path, frames: torch.Tensor, fps: int = 8) -> None:
         container.mux(stream.encode())
 
 
-def _is_frame_folder(path: Path) -> bool:
-    return path.is_dir() and any(p.suffix.lower() in FRAME_SUFFIXES for p in path.iterdir())
-
-
 def list_videos(paths: list[str | Path]) -> list[Path]:
     """Expand folder trees into the video files and frame folders they hold (sorted); keep files as given.
 
     Args:
-        paths: files and folders. A folder that holds images is one video (its frames); any other folder is
-            searched, subfolders included.
+        paths: files and folders. A folder that holds images and no video file is one video (its frames); any
+            other folder is searched, subfolders included. A folder that holds both is listed with its videos, so
+            that none is left out unnoticed, and `read_video` refuses it, naming both kinds.
 
     Returns:
         The videos, as paths.
     """
     found = []
     for path in map(Path, paths):
-        if path.is_dir() and not _is_frame_folder(path):
+        if not path.is_dir():
+            found.append(path)
+            continue
+        images, videos = _contents(path)
+        if images:
+            found.append(path)  # a frame folder, or (with videos) one that read_video refuses, naming both kinds
+        if videos or not images:
             for child in sorted(path.iterdir()):
                 if child.is_dir():
                     found += list_videos([child])
                 elif child.suffix.lower() in VIDEO_SUFFIXES:
                     found.append(child)
-        else:
-            found.append(path)
     return found

@@ -30,7 +30,7 @@ from ..architectures.reported import EXPANSION_KEY, bind_processor, expansions_g
 from ..decoding.prior import masked_prefill
 from ..io.prompts import pixel_values_kwargs, video_prompt
 from ..io.video import read_video
-from ..validation import check_alpha_and_prior, check_frames, real_number
+from ..validation import check_alpha_and_prior, check_frames, check_image, real_number
 from .prefix import Prefix, conditioned_prefixes, forced_logprobs, teacher_forced
 from .tokens import TokenScore, score_tokens
 
@@ -116,6 +116,8 @@ class CaptionScorer:
             video = read_video(video, self.frames)
         elif self.modality == "video":
             check_frames(video, where)
+        else:
+            check_image(video, where)
         key = "videos" if self.modality == "video" else "images"
         inputs = self.processor(text=[self.prompt_text], **{key: [video]}, return_tensors="pt",
                                 **pixel_values_kwargs(self.processor))  # Fuyu's patches as pixel_values too
