@@ -180,7 +180,11 @@ def _prefill(model, attachment, generation, cache, kwargs, forward):
 
 
 def _steered_step(generation, kwargs: dict, forward):
-    """A decoding step of VISTA: the conditioned rows alone, each layer's output steered."""
+    """A decoding step of VISTA: the conditioned rows alone, each layer's output steered. On its static cache, which
+    generate does not compile and so gives no mask where the prompt is unpadded, the mask of the slots written so far
+    (without one, SDPA's one-token step attends to every slot of the cache, the unwritten ones too)."""
+    if kwargs.get("attention_mask") is None and isinstance(kwargs["past_key_values"], SteeredStaticCache):
+        kwargs["attention_mask"] = _mask_so_far(kwargs["past_key_values"], None, kwargs["input_ids"])
     outputs = _conditioned(generation, forward)(**kwargs)
     generation.record(outputs.logits[:, -1], outputs.logits.shape[0])
     return outputs
