@@ -6,6 +6,7 @@ import json
 import math
 from unittest import mock
 
+import numpy as np
 import PIL.Image
 import pytest
 import torch
@@ -124,6 +125,17 @@ def test_vcd_noise_step_is_checked(bad):
         pnd.vcd_noise(torch.zeros(2), bad)
     with pytest.raises(ValueError, match="noise_step must be an integer in"):
         pnd.PriorNormalized(1.0, prior="noise", noise_step=bad)
+
+
+def test_vcd_noise_takes_numpys_integers_and_checks_the_seeds_range():
+    """np.int64(3) was refused as 'not an integer in [0, 1000)'; a seed past torch's range failed inside torch."""
+    x = torch.randn(2, 3, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(pnd.vcd_noise(x, np.int64(3), seed=np.int64(9)), pnd.vcd_noise(x, 3, seed=9))
+    assert repr(pnd.PriorNormalized(1.0, prior="noise", noise_step=np.int64(3))) == repr(
+        pnd.PriorNormalized(1.0, prior="noise", noise_step=3))
+    for seed in (2**64, -2**63 - 1):
+        with pytest.raises(ValueError, match=r"seed must be an integer in \[-2\*\*63, 2\*\*64\)"):
+            pnd.vcd_noise(x, 3, seed=seed)
 
 
 # --- combine="contrastive" and M3ID on pnd's own priors ---
@@ -387,6 +399,9 @@ def test_icd_inputs_puts_the_instruction_first_in_the_user_text(tiny):
     assert processor.tokenizer.decode(contrast["input_ids"][0]) == processor.tokenizer.decode(
         plain["input_ids"][0]).replace("Describe.", "Be vague. Describe.")
     assert torch.equal(contrast["pixel_values"], plain["pixel_values"])
+    for content in (None, ["Describe."]):  # a TypeError or AttributeError inside pnd
+        with pytest.raises(ValueError, match="the user message's 'content' must be a text or a list of parts"):
+            pnd.icd_inputs(processor, [{"role": "user", "content": content}])
 
 
 def test_contrast_inputs_are_checked(tiny):

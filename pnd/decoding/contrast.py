@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import numbers
 from collections.abc import Mapping
 
 import torch
@@ -42,11 +43,11 @@ _HOW = "pass prior_inputs=<the processor's outputs for the contrast prompt> (pnd
 
 def check_noise_step(noise_step, seed) -> None:
     """Raise a ValueError naming the problem unless `noise_step` is an int in [0, 1000) and `seed` an int."""
-    if isinstance(noise_step, bool) or not isinstance(noise_step, int) or not 0 <= noise_step < NOISE_STEPS:
+    if isinstance(noise_step, bool) or not isinstance(noise_step, numbers.Integral) or not 0 <= noise_step < NOISE_STEPS:
         raise ValueError(f"noise_step must be an integer in [0, {NOISE_STEPS}) (VCD's default: 500), got "
                          f"{noise_step!r}.")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an integer, got {seed!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not -2**63 <= seed < 2**64:
+        raise ValueError(f"seed must be an integer in [-2**63, 2**64) (a torch.Generator's seeds), got {seed!r}.")
 
 
 def vcd_noise(pixel_values: torch.Tensor, noise_step: int = 500, seed: int = 0) -> torch.Tensor:
@@ -64,6 +65,7 @@ def vcd_noise(pixel_values: torch.Tensor, noise_step: int = 500, seed: int = 0) 
         tensor(True)
     """
     check_noise_step(noise_step, seed)
+    noise_step, seed = int(noise_step), int(seed)  # numpy's too
     if not torch.is_tensor(pixel_values) or not pixel_values.is_floating_point():
         raise ValueError("vcd_noise takes the processor's normalized pixel values (a floating-point tensor), got "
                          f"{type(pixel_values).__name__}{'' if not torch.is_tensor(pixel_values) else ' of ' + str(pixel_values.dtype)}.")
@@ -128,6 +130,9 @@ def _disturbed(conversation, instruction: str) -> list:
     if isinstance(content, str):
         user["content"] = f"{instruction} {content}"
         return conversation
+    if not isinstance(content, list) or not all(isinstance(part, Mapping) for part in content):
+        raise ValueError("the user message's 'content' must be a text or a list of parts ({'type': 'text', 'text': "
+                         f"...}}, {{'type': 'video'}}, ...), got {content!r}.")
     text = next((part for part in content if part.get("type") == "text"), None)
     if text is None:  # no text: the instruction after the visual parts
         content.append({"type": "text", "text": instruction})
