@@ -148,7 +148,8 @@ def test_contrastive_greedy_matches_brute_force(tiny, model_type):
 
 
 @pytest.mark.parametrize("model_type, prior, gate", [("llava_onevision", "text", 1.0), ("llava_onevision", "masked", GATE),
-                                                     ("qwen2_vl", "text", 0.3)])
+                                                     ("qwen2_vl", "text", 0.3),
+                                                     ("paligemma", "text", 1.0)])  # a prefix LM: its answer causal
 def test_m3id_greedy_matches_brute_force(tiny, model_type, prior, gate):
     model, processor = tiny(model_type)
     inputs = tiny_inputs(processor, model_type, PROMPTS)

@@ -135,15 +135,16 @@ def sequence_mask(inputs, sequence):
 
 
 @torch.no_grad()
-def kept_tokens_logits(model, sequence, kept, positions):
+def kept_tokens_logits(model, sequence, kept, positions, prompt_length: int | None = None):
     """Last logits of `kept_tokens_forward`."""
-    return kept_tokens_forward(model, sequence, kept, positions)[0].logits[:, -1].float()
+    return kept_tokens_forward(model, sequence, kept, positions, prompt_length=prompt_length)[0].logits[:, -1].float()
 
 
-def kept_tokens_forward(model, sequence, kept, positions, **kwargs):
+def kept_tokens_forward(model, sequence, kept, positions, prompt_length: int | None = None, **kwargs):
     """A forward on each row's `kept` tokens alone, left-padded, at their `positions` (batch, L) or (rows, batch, L);
     the attention mask is explicit (non-contiguous positions, docs/design.md §8). Returns the model's output and
-    the (batch, width) mask of the kept tokens in that compacted batch."""
+    the (batch, width) mask of the kept tokens in that compacted batch. `prompt_length`, for a prefix LM
+    (`SUFFIX_TYPE`): the tokens after it are the answer, causal (its token type), the prompt's attend both ways."""
     width = int(kept.sum(1).max())
     ids = sequence.new_full((sequence.shape[0], width), model.generation_config.pad_token_id)
     mask = torch.zeros_like(ids)
@@ -154,6 +155,9 @@ def kept_tokens_forward(model, sequence, kept, positions, **kwargs):
         ids[row, width - n :], mask[row, width - n :] = sequence[row, kept[row]], 1
         compact[..., row, width - n :] = positions[..., row, kept[row]]
         slots[row, width - n :] = kept[row].nonzero().flatten()
+    suffix = SUFFIX_TYPE.get(model.config.model_type)
+    if suffix is not None and prompt_length is not None:
+        kwargs["token_type_ids"] = (slots >= prompt_length).long() * suffix * mask
     with position_binned_indexers(model, compact, mask.bool()), slot_distance_biases(model, slots):
         out = model(input_ids=ids, attention_mask=_window_masks(model, mask, slots), position_ids=compact,
                     **{"use_cache": False, **kwargs})

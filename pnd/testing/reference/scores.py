@@ -58,7 +58,7 @@ def contrast_prior(contrast):
 def text_prior(model, inputs, sequence):
     """M3ID's unconditioned model: the sequence with the visual expansion cut out, the kept tokens alone at positions
     0, 1, 2, ... (the prompt as if it had no visual input)."""
-    return kept_tokens_logits(model, sequence, *text_only_tokens(model, inputs, sequence))
+    return kept_tokens_logits(model, sequence, *text_only_tokens(model, inputs, sequence), inputs["input_ids"].shape[1])
 
 
 def text_only_tokens(model, inputs, sequence):
