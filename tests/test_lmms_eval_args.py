@@ -99,3 +99,11 @@ def test_dtype_aliases_load_that_dtype(llava):
 def test_a_prior_through_the_vision_tower_is_refused_on_a_qformer_family_when_built(tmp_path):
     with pytest.raises(ValueError, match=r"method=vcd .*cannot run on blip-2.*Here: method=cpn with prior=masked"):
         PndHf(pretrained=saved(tmp_path / "model", "blip-2"), device="cpu", method="vcd")
+
+
+def test_prior_text_on_sliding_window_layers_is_refused_when_built(tmp_path):
+    """M3ID's default prior is 'text', which Gemma 3's sliding-window layers cannot run: every document failed."""
+    with pytest.raises(ValueError, match=r"method=m3id .*prior='text' is not supported on gemma3_text \(sliding-window "
+                                         r"attention\).*\(model_args prior=masked\)"):
+        PndHf(pretrained=saved(tmp_path / "model", "gemma3"), device="cpu", method="m3id")
+    PndHf(pretrained=tmp_path / "model", device="cpu", method="m3id", prior="masked")  # as it says

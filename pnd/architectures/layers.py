@@ -171,3 +171,30 @@ def check_unpadded(config, attention_mask, where: str) -> None:
         f"{', '.join(map(repr, names))} anchor the indexer's key blocks to cache slots, so a padded prompt decodes "
         "differently from the same prompt alone even in plain transformers. Give every prompt of a batch the same "
         "length, or run one prompt per call.")
+
+
+# the fix that every refusal of prior='text' names (M3ID, PAI and VISTA default to 'text')
+USE_MASKED = "use prior='masked' (PriorNormalized's default; M3ID, PAI and VISTA take it too)."
+
+
+def sliding_window(config) -> int | None:
+    """The window of a text config's sliding-window attention layers; None when it has none."""
+    window, types = getattr(config, "sliding_window", None), getattr(config, "layer_types", None)
+    return window if types is None or "sliding_attention" in types else None
+
+
+def check_text_prior(config) -> None:
+    """Raise where prior='text' (the kept tokens at renumbered positions) cannot run on a text config's layers: a
+    sliding window, or layers that read slots (indexer blocks, attention chunks) or count them (Inkling's bias)."""
+    plan = layer_plan(config)
+    if sliding_window(config) is not None:
+        why = "sliding-window attention"
+    elif plan.in_slot:
+        why = "its layers read slots: indexer blocks or attention chunks, which renumbered positions would no longer match"
+    elif any(kind.slot_window for kind in plan.kinds):
+        names = sorted({t for t, k in zip(cache_layer_types(config), plan.kinds) if k.slot_window})
+        why = (f"its layer types {', '.join(map(repr, names))} count the conditioned prompt's slots, which renumbered "
+               "positions would no longer match")
+    else:
+        return
+    raise ValueError(f"prior='text' is not supported on {config.model_type} ({why}): {USE_MASKED}")

@@ -24,15 +24,12 @@ from dataclasses import dataclass
 
 import torch
 
-from .._compat.cache_rows import cache_from_layers, cache_layer_types, layer_states, map_slots, map_states
+from .._compat.cache_rows import cache_from_layers, layer_states, map_slots, map_states
 from .._compat.generation import encode_visual_inputs
 from .._compat.repairs import indexer_keys, kept_positions
 from ..architectures import Architecture, architecture_for
-from ..architectures.layers import LAYER_KINDS, check_unpadded, layer_plan
+from ..architectures.layers import LAYER_KINDS, check_text_prior, check_unpadded, layer_plan, sliding_window
 from ..architectures.reported import carried_expansions, expansions_given
-
-# the fix that every refusal of prior='text' names (M3ID, PAI and VISTA default to 'text')
-USE_MASKED = "use prior='masked' (PriorNormalized's default; M3ID, PAI and VISTA take it too)."
 
 
 @dataclass
@@ -185,18 +182,11 @@ def masked_prefill(
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     config = model.config.get_text_config(decoder=True)
-    window = sliding_window(config)
-    if window is not None and mode == "text":
-        raise ValueError(f"prior='text' is not supported on {config.model_type} (sliding-window attention): "
-                         f"{USE_MASKED}")
-    plan = layer_plan(config)
+    if mode == "text":
+        check_text_prior(config)
+    window, plan = sliding_window(config), layer_plan(config)
     if plan.in_slot:
         return _in_slot_prefill(model, config, input_ids, attention_mask, position_ids, mode)
-    if mode == "text" and any(kind.slot_window for kind in plan.kinds):
-        names = sorted({t for t, k in zip(cache_layer_types(config), plan.kinds) if k.slot_window})
-        raise ValueError(f"prior='text' is not supported on {config.model_type} (its layer types "
-                         f"{', '.join(map(repr, names))} count the conditioned prompt's slots, which renumbered "
-                         f"positions would no longer match): {USE_MASKED}")
     # no reuse through layers that see the kept tokens only (a recurrent state sums up the whole prompt), nor from
     # sliding-window layers that hold the window only
     reuse = shared is not None and not plan.kept_only and (
@@ -229,10 +219,6 @@ def _in_slot_prefill(model, config, input_ids, attention_mask, position_ids, mod
     call on the whole prompt in its slots, at its positions, the visual slots masked out of attention and out of the
     indexers' choice (`indexer_keys`), so that every kept token sees the kept tokens before it only, as if the visual
     expansion were absent. The states of the visual slots are dropped (zero, masked)."""
-    if mode == "text":
-        raise ValueError(f"prior='text' is not supported on {config.model_type} (its layers read slots: indexer "
-                         "blocks or attention chunks, which renumbered positions would no longer match): "
-                         f"{USE_MASKED}")
     check_unpadded(config, attention_mask, "pnd's prior")
     slots = prior_slots(model, input_ids, attention_mask, position_ids, mode, reuse=False)
     cache = cache_from_layers(config, keep_all=True)  # chunked layers too keep every slot: `computed` gathers them
@@ -284,12 +270,6 @@ def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     if suppressed := architecture_for(model).suppressed_tokens(model):  # Chameleon's image tokens
         logits[..., suppressed] = torch.finfo(logits.dtype).min
     return logits
-
-
-def sliding_window(config) -> int | None:
-    """The window of a text config's sliding-window attention layers; None when it has none."""
-    window, types = getattr(config, "sliding_window", None), getattr(config, "layer_types", None)
-    return window if types is None or "sliding_attention" in types else None
 
 
 def prefill_masks(config, slots: PriorSlots, attended: torch.Tensor, window: int | None, dtype: torch.dtype,

@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 from ..architectures import architecture_for
+from ..architectures.layers import check_text_prior
 from ..decoding.contrast import CONTRASTS
 from ..decoding.logits_processor import PairedProcessor
 from ..decoding.methods import Method
@@ -42,11 +43,17 @@ def check_method(name: str, method: Method, normalizer: PairedProcessor) -> None
 
 def check_on_model(name: str, model, method: Method, normalizer: PairedProcessor) -> None:
     """Refuse what `normalizer` cannot do on the loaded (attached) `model` whatever the document: a prior that needs
-    the vision tower on a Q-Former family's embedded prompt, an attention intervention (PAI, ONLY) on layers the model
-    lacks or on attention pnd cannot reach. Nothing for the plain model (a method at its neutral setting)."""
+    the vision tower on a Q-Former family's embedded prompt, prior='text' on layers it cannot run on (Gemma 3's sliding
+    window), an attention intervention (PAI, ONLY) on layers the model lacks or on attention pnd cannot reach. Nothing
+    for the plain model (a method at its neutral setting)."""
     if not normalizer.needs_prior:
         return
     where = f"{name}: model_args method={method.name} ({normalizer!r})"
+    if normalizer.prior == "text":
+        try:
+            check_text_prior(model.config.get_text_config(decoder=True))
+        except ValueError as error:
+            raise ValueError(f"{where}: {error} (model_args prior=masked)") from None
     if architecture_for(model).embeds_prompt and normalizer.prior in ("blank", *CONTRASTS):
         raise ValueError(f"{where} cannot run on {model.config.model_type}. {EMBEDDED_PROMPT} Here: method=cpn with "
                          "prior=masked or text.")
