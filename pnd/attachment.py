@@ -34,6 +34,7 @@ class Attachment:
     replaced: dict = field(default_factory=dict)  # instance attributes attach shadowed (accelerate's hook), to restore
     added: tuple[str, ...] = ()  # instance attributes attach added (its forward and generate, a family's repair)
     prefill: str = "auto"  # one of pnd.decoding.paired.PREFILL_STRATEGIES
+    running: list = field(default_factory=list)  # a token per generate call in flight (threads): detach refuses
     static_cache_len: int = 0  # the longest static cache so far: later ones are as long (generate's own rule), so
     # that a shorter prompt reuses the compiled decoding step
 
@@ -41,7 +42,8 @@ class Attachment:
         """The attachment of a copied model (`copy.deepcopy(model)`): the same processor, which builds the inputs of
         both; the methods attach replaced and added, bound to the copy (`memo` maps the model to its copy)."""
         memo[id(self.processor)] = self.processor
-        return Attachment(**{f.name: copy.deepcopy(getattr(self, f.name), memo) for f in fields(self)})
+        return Attachment(**{f.name: copy.deepcopy(getattr(self, f.name), memo) for f in fields(self)
+                             if f.name != "running"})  # no call of the original runs on the copy
 
     @property
     def attached(self) -> bool:

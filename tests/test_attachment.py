@@ -1,6 +1,7 @@
 """docs/design.md §3.12: everything pnd keeps on a model is one object, and `pnd.detach` leaves the model as it was."""
 
 import copy
+import pickle
 
 import pytest
 import torch
@@ -109,3 +110,80 @@ def test_a_deep_copy_of_an_attached_model_runs_its_own_weights(model_type):
     again = model.generate(**inputs, **settings)
     assert torch.equal(again.sequences, before.sequences)
     torch.testing.assert_close(torch.stack(again.scores), torch.stack(before.scores))
+
+
+def test_a_pickled_attached_model_runs_its_own_weights_attached():
+    """`torch.save(model)` and `pickle.dumps(model)` failed on an attached model: pnd's methods carried transformers'
+    annotations, which cannot be pickled. The loaded copy is attached to its own weights, as a deep copy is."""
+    model, processor = tiny_model("llava_onevision")  # never run: transformers' own hooks pickle before a forward
+    inputs = tiny_inputs(processor, "llava_onevision")
+    loaded = pickle.loads(pickle.dumps(pnd.attach(model, processor)))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(0.5)
+    ours = loaded.generate(**inputs, max_new_tokens=3, do_sample=False, logits_processor=[pnd.PriorNormalized(0.7)],
+                           return_dict_in_generate=True, output_scores=True)
+    model, _ = tiny_model("llava_onevision")  # the same weights, attached anew
+    anew = pnd.attach(model, processor).generate(**inputs, max_new_tokens=3, do_sample=False, output_scores=True,
+                                                 logits_processor=[pnd.PriorNormalized(0.7)],
+                                                 return_dict_in_generate=True)
+    assert torch.equal(ours.sequences, anew.sequences)
+    assert all(torch.equal(a, b) for a, b in zip(ours.scores, anew.scores))
+
+
+def test_detach_refuses_to_drop_a_hook_set_after_attach_and_works_once_it_is_removed():
+    """An accelerate hook set after attach (dispatch_model) wraps pnd's forward: detach dropped it silently, and
+    removing the hook later put pnd's forward back on a detached model."""
+    from accelerate.hooks import ModelHook, add_hook_to_module, remove_hook_from_module
+
+    model, _ = tiny_model("llava")
+    own = model.forward
+    add_hook_to_module(pnd.attach(model), ModelHook())
+    with pytest.raises(ValueError, match=r"model.forward was replaced after pnd.attach .*remove_hook_from_module"):
+        pnd.detach(model)
+    assert attachment_of(model).attached  # nothing changed
+    remove_hook_from_module(model)
+    pnd.detach(model)
+    assert model.forward == own and "forward" not in vars(model)
+
+
+def test_detach_while_a_generate_call_runs_is_refused_and_the_call_finishes():
+    """Detaching in the middle of a call (another thread's, or a logits processor's) crashed that call."""
+    model, processor = tiny_model("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision")
+    refusals = []
+
+    def detach_now(input_ids, scores):
+        with pytest.raises(RuntimeError, match="a generate call is running on this model") as refused:
+            pnd.detach(model)
+        refusals.append(refused)
+        return scores
+
+    out = pnd.attach(model).generate(**inputs, max_new_tokens=3, min_new_tokens=3, do_sample=False,
+                                     logits_processor=[pnd.PriorNormalized(0.7), detach_now])
+    assert len(refusals) == 3 and out.shape[1] == inputs["input_ids"].shape[1] + 3
+    pnd.detach(model)  # after the call
+    assert attachment_of(model) is None
+
+
+def test_attach_refuses_a_peft_model_and_names_the_model_to_attach():
+    """A PeftModel's generate runs its inner model's own forward, which pnd never saw: at alpha > 0 it failed with
+    'no prior logits for this step'. Its base model (the adapter's layers in it) attaches."""
+    peft = pytest.importorskip("peft")
+    model, processor = tiny_model("llava_onevision")
+    wrapped = peft.get_peft_model(model, peft.LoraConfig(r=2, target_modules=["q_proj"]))
+    with pytest.raises(TypeError, match=r"got a PEFT PeftModel: attach model.get_base_model\(\)"):
+        pnd.attach(wrapped)
+    inputs = tiny_inputs(processor, "llava_onevision")
+    pnd.attach(wrapped.get_base_model()).generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.7)])
+
+
+def test_generate_in_training_mode_with_gradient_checkpointing_is_refused():
+    """transformers runs checkpointed layers in training mode without the cache the prior rows live in: an internal
+    TypeError (SDPA) or other tokens (eager)."""
+    model, processor = tiny_model("qwen2_vl")
+    model.gradient_checkpointing_enable()
+    model.train()
+    with pytest.raises(ValueError, match=r"gradient checkpointing in training mode: .*call model.eval\(\)"):
+        pnd.attach(model).generate(**tiny_inputs(processor, "qwen2_vl"), max_new_tokens=2,
+                                   logits_processor=[pnd.PriorNormalized(0.7)])

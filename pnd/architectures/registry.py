@@ -49,6 +49,13 @@ def is_repair(function) -> bool:
     return getattr(function, _REPAIR, False)
 
 
+def named_like(function: functools.partial, method) -> functools.partial:
+    """`function` (a partial set on a model in place of its `method`) with the method's name, docstring and signature
+    (`__wrapped__`, which generate reads), not its annotations: transformers' hold forward references that cannot be
+    pickled, and a model that holds the partial would not pickle (`torch.save(model)`)."""
+    return functools.update_wrapper(function, method, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
+
+
 def wrap(owner, name: str, function, *bound) -> None:
     """Set `owner.<name>` to the `repair` `function(*bound, <owner.name as it was>, ...)`, unless one is there
     already. What it wraps may be an instance attribute (accelerate's device hook on a dispatched model's forward):
@@ -69,7 +76,7 @@ def wrap(owner, name: str, function, *bound) -> None:
     if is_repair(wrapped):
         return
     original = getattr(owner, name)
-    function = repair(functools.update_wrapper(functools.partial(function, *bound, original), original))
+    function = repair(named_like(functools.partial(function, *bound, original), original))
     setattr(function, _WRAPPED, wrapped)
     setattr(owner, name, function)
 

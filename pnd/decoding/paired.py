@@ -27,7 +27,7 @@ from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
 from .._compat.generation import compiles_decoding, generation_config, position_ids_for_generation
 from ..architectures import architecture_for
 from ..architectures.layers import check_unpadded
-from ..architectures.registry import is_repair, unwrap, wrap
+from ..architectures.registry import is_repair, named_like, unwrap, wrap
 from ..architectures.reported import bind_processor, carried_expansions, expansions_given, release_processor
 from ..attachment import Attachment, attachment_of, is_attached, remove_attachment
 from ..interventions.steering import steering_strength
@@ -79,6 +79,9 @@ def attach(model, processor=None, *, prefill: str = "auto"):
             raise ValueError(f"The model is already attached with prefill={attachment_of(model).prefill!r}: call "
                              f"pnd.detach(model) first to attach it with prefill={prefill!r}.")
         return model
+    if type(model).__module__.split(".")[0] == "peft":  # a PeftModel's generate runs the inner model's forward
+        raise TypeError(f"pnd.attach takes the transformers model, got a PEFT {type(model).__name__}: attach "
+                        "model.get_base_model(), which holds the adapter's layers, and generate with it.")
     architecture = architecture_for(model)  # a model pnd refuses gets nothing more than its bound processor
     attachment = attachment_of(model, create=True)
     before = set(vars(model))
@@ -107,7 +110,7 @@ def _attached(function, model, attachment: Attachment, own):
     """`function(model, attachment, ...)` in place of the model's `own` method (its name and signature, which
     generate reads): a `functools.partial`, so that a copy of the attached model (`copy.deepcopy`) gets one bound to
     the copy and its attachment, and runs its own weights."""
-    return functools.update_wrapper(functools.partial(function, model, attachment), own)
+    return named_like(functools.partial(function, model, attachment), own)
 
 
 def detach(model) -> None:
@@ -126,6 +129,8 @@ def detach(model) -> None:
         True
     """
     attachment = attachment_of(model)
+    if attachment is not None and attachment.attached:
+        _check_detachable(model, attachment)
     release_processor(model)  # its outputs no longer carry their expansions
     remove_attachment(model)
     if attachment is None or not attachment.attached:
@@ -140,14 +145,35 @@ def detach(model) -> None:
         setattr(model, name, value)
 
 
+def _check_detachable(model, attachment: Attachment) -> None:
+    """Refuse a detach that would break a generate call still running, or drop what was set on the model's methods
+    after attach (an accelerate hook, a user's wrapper), before anything changes."""
+    if attachment.running:
+        raise RuntimeError("pnd.detach: a generate call is running on this model (in this thread or another); "
+                           "detach it after the call returns.")
+    for name in ("forward", "generate", "generate_batch"):
+        value = vars(model).get(name)
+        if value is not None and not (isinstance(value, functools.partial) and value.args[1:] and
+                                      value.args[1] is attachment):
+            replaced_by = getattr(getattr(value, "func", value), "__qualname__", type(value).__name__)
+            raise ValueError(f"pnd.detach: model.{name} was replaced after pnd.attach ({replaced_by}: an accelerate hook "
+                             "or a wrapper), which detaching would drop. Remove it first (accelerate: "
+                             "remove_hook_from_module(model)), then detach; or wrap the model after detaching.")
+
+
 def _generate(model, attachment: Attachment, *args, **kwargs):
     """The attached `generate`: the expansion the inputs carry (`reported.EXPANSION_KEY`) is taken out of them, and read
     by the prior for the whole call. The prompt given as `inputs=` (generate's first parameter) is read as given
     positionally."""
     if not args and kwargs.get("inputs") is not None:
         args = (kwargs.pop("inputs"),)
-    with expansions_given(carried_expansions(kwargs, args[0] if args else None)):
-        return _generate_carried(model, attachment, *args, **kwargs)
+    call = object()
+    attachment.running.append(call)  # `detach` waits for none, it refuses
+    try:
+        with expansions_given(carried_expansions(kwargs, args[0] if args else None)):
+            return _generate_carried(model, attachment, *args, **kwargs)
+    finally:
+        attachment.running.remove(call)
 
 
 def _generate_batch(model, attachment: Attachment, *args, **kwargs):
@@ -177,7 +203,7 @@ def _generate_carried(model, attachment: Attachment, *args, logits_processor=Non
     if pad:
         count_past_padding(config, kwargs, pad)
     if needs_prior:
-        _refuse_unsupported(config, kwargs, normalizer)
+        _refuse_unsupported(model, config, kwargs, normalizer)
         check_unpadded(model.config.get_text_config(decoder=True), kwargs.get("attention_mask"),
                        "PriorNormalized (alpha > 0)")
         _check_visual_inputs(model, attachment.architecture, args, kwargs)
@@ -271,7 +297,7 @@ def _continued_cache(model, generation: Generation, config, input_ids: torch.Ten
     return cache
 
 
-def _refuse_unsupported(config, kwargs: dict, normalizer: PairedProcessor) -> None:
+def _refuse_unsupported(model, config, kwargs: dict, normalizer: PairedProcessor) -> None:
     """Raise before any work if this `generate` call asks for something the paired decoding cannot do exactly,
     naming the user's own setting and the fix."""
     method = type(normalizer).__name__
@@ -303,6 +329,9 @@ def _refuse_unsupported(config, kwargs: dict, normalizer: PairedProcessor) -> No
                "one call.")
     if config.use_cache is False:
         refuse("use_cache=False", "the prior rows live in generate's KV-cache.")
+    if model.training and getattr(model, "is_gradient_checkpointing", False):
+        refuse("gradient checkpointing in training mode", "transformers then runs the layers without the KV-cache "
+               "that the prior rows live in; call model.eval() before generate (checkpointing acts in training only).")
     if config.cache_implementation not in (None, "dynamic", "static"):
         refuse(f"cache_implementation={config.cache_implementation!r} (from generate's arguments or the model's "
                "generation_config)", "the prior rows live in a dynamic KV-cache, or a static one "
