@@ -85,8 +85,8 @@ def attach(model, processor=None, *, prefill: str = "auto"):
     architecture = architecture_for(model)  # a model pnd refuses gets nothing more than its bound processor
     attachment = attachment_of(model, create=True)
     before = set(vars(model))
-    attachment.replaced = {name: vars(model)[name] for name in ("forward", "generate", "generate_batch")  # the user's,
-                           # not pnd's repairs
+    methods = ("forward", "generate", "generate_batch")  # their instance attributes: the user's, not pnd's repairs
+    attachment.replaced = {name: vars(model)[name] for name in methods
                            if name in vars(model) and not is_repair(vars(model)[name])}
     attachment.architecture, attachment.prefill = architecture, prefill
     # first: a repaired forward (the Q-Former families') or generate (Janus) is the one the attached one calls
@@ -168,7 +168,7 @@ def _generate(model, attachment: Attachment, *args, **kwargs):
     if not args and kwargs.get("inputs") is not None:
         args = (kwargs.pop("inputs"),)
     call = object()
-    attachment.running.append(call)  # `detach` waits for none, it refuses
+    attachment.running.append(call)  # the calls in flight, which `detach` refuses to break
     try:
         with expansions_given(carried_expansions(kwargs, args[0] if args else None)):
             return _generate_carried(model, attachment, *args, **kwargs)
