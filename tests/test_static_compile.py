@@ -252,13 +252,14 @@ STEP_METHODS = {  # ICD's steps are VCD's (contrast rows in the cache); PAI from
 
 @pytest.mark.parametrize("name", STEP_METHODS)
 @pytest.mark.parametrize("cache_implementation", ["static", None])
-def test_a_decoding_step_makes_no_host_sync(tiny, cache_implementation, name):
+@pytest.mark.parametrize("prompts", [PROMPTS, PROMPTS[:1]], ids=["padded", "unpadded"])  # generate's masks differ
+def test_a_decoding_step_makes_no_host_sync(tiny, cache_implementation, name, prompts):
     """Issue 47: what pnd adds to a decoding step waits for no device result (no `.item()`, `.tolist()`, `bool()`,
     CPU copy), so that the GPU never idles on pnd's host code and CUDA graphs can capture the step: the count of pnd's
     host syncs in a generate call does not grow with its steps, for every method's step (its logits processor
     included; issue 45's interventions too)."""
     model, processor = tiny("llava_onevision")
-    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    inputs = tiny_inputs(processor, "llava_onevision", prompts)
     syncs = {}
     for steps in (2, 6):
         with HostSyncs() as guard:

@@ -182,9 +182,12 @@ def _prefill(model, attachment, generation, cache, kwargs, forward):
 def _steered_step(generation, kwargs: dict, forward):
     """A decoding step of VISTA: the conditioned rows alone, each layer's output steered. On its static cache, which
     generate does not compile and so gives no mask where the prompt is unpadded, the mask of the slots written so far
-    (without one, SDPA's one-token step attends to every slot of the cache, the unwritten ones too)."""
-    if kwargs.get("attention_mask") is None and isinstance(kwargs["past_key_values"], SteeredStaticCache):
-        kwargs["attention_mask"] = _mask_so_far(kwargs["past_key_values"], None, kwargs["input_ids"])
+    (without one, SDPA's one-token step attends to every slot of the cache, the unwritten ones too): over all its slots,
+    from the cache's count on the device, which the host never reads."""
+    cache, ids = kwargs["past_key_values"], kwargs["input_ids"]
+    if kwargs.get("attention_mask") is None and isinstance(cache, SteeredStaticCache):
+        slots = torch.arange(cache.get_max_length(), device=ids.device)
+        kwargs["attention_mask"] = (slots < cache.get_seq_length() + ids.shape[1]).expand(ids.shape[0], -1).long()
     outputs = _conditioned(generation, forward)(**kwargs)
     generation.record(outputs.logits[:, -1], outputs.logits.shape[0])
     return outputs
