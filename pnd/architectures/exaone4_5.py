@@ -13,7 +13,6 @@ Example:
     ('exaone4_5',)
 """
 
-
 import torch
 
 from .registry import Architecture, register, unwrap, wrap

@@ -8,7 +8,6 @@ Example:
     ('janus',)
 """
 
-
 from transformers import GenerationMixin
 
 from .registry import Architecture, register, unwrap, wrap

@@ -36,9 +36,10 @@ from ..io.loading import load_model
 from ..io.prompts import images_for, pixel_values_kwargs
 from ..io.video import read_video
 from ..scoring.forced import forced_steps
+from ..scoring.scorer import PRIORS as SCORER_PRIORS
 from ..scoring.scorer import CaptionScorer
 from .failed_documents import FAILED_ANSWER, FAILED_LOSS, document_failed
-from .model_args import SCORER_PRIORS, check_device_arg, check_method, check_on_model
+from .model_args import check_device_arg, check_method, check_on_model
 
 lmms = require("lmms_eval.api.model", "eval").lmms
 

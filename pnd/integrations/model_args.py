@@ -20,8 +20,6 @@ from ..decoding.steps import EMBEDDED_PROMPT
 from ..interventions.engine import AttentionIntervention, reach
 from ..io.loading import check_device
 
-SCORER_PRIORS = ("masked", "text")  # the priors `CaptionScorer` computes itself
-
 
 def check_device_arg(name: str, device: str) -> None:
     """`pnd.io.loading.check_device`, its message naming the model's class and where lmms-eval takes the device."""

@@ -34,6 +34,8 @@ from ..validation import check_alpha_and_prior, check_frames, check_image, real_
 from .prefix import Prefix, conditioned_prefixes, forced_logprobs, teacher_forced
 from .tokens import TokenScore, score_tokens
 
+PRIORS = ("masked", "text")  # the priors the scorer computes itself ("blank" needs generate's encoder)
+
 
 class ScoringInputs(dict):
     """Model inputs of one (video, caption) pair, usable as `model(**inputs)`, and the caption's span.
@@ -88,7 +90,7 @@ class CaptionScorer:
     def __init__(self, model, processor, alpha: float = 0.9, reduction: str = "mean",
                  prompt: str = "Describe the video.", prior: str = "masked", modality: str = "video",
                  frames: int = 8, batch_size: int = 16, pack_captions: bool = True):
-        check_alpha_and_prior(alpha, prior, modes=("masked", "text"))  # "blank" needs generate's encoder
+        check_alpha_and_prior(alpha, prior, modes=PRIORS)
         if reduction not in ("sum", "mean"):
             raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}.")
         if modality not in ("video", "image"):
