@@ -64,6 +64,18 @@ def test_list_videos_walks_a_folder_tree(tmp_path):
                                        tmp_path / "x/y/frames"]
 
 
+def test_frames_and_videos_numbered_without_zero_padding_are_in_number_order(tmp_path):
+    """ffmpeg's `frame_%d.png` names: sorted as strings, frame_10 came before frame_2 and the video was shuffled."""
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for i in range(1, 13):  # frame_1 .. frame_12, pixel value = frame number
+        Image.fromarray(np.full((8, 8, 3), i, dtype=np.uint8)).save(frames / f"frame_{i}.png")
+    assert read_video(frames, frames=12)[:, 0, 0, 0].tolist() == list(range(1, 13))
+    for name in ("clip10.mp4", "clip9.mp4", "clip1.mp4"):
+        (tmp_path / name).write_bytes(b"")
+    assert [p.name for p in list_videos([tmp_path])] == ["clip1.mp4", "clip9.mp4", "clip10.mp4", "frames"]
+
+
 def test_a_folder_of_videos_with_a_stray_image_keeps_its_videos_and_is_refused_naming_both(tmp_path):
     """A thumbnail next to videos made their folder one frame-folder video: the videos were never listed."""
     clips = tmp_path / "clips"

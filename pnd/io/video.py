@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,7 @@ def read_video(path: str | Path, frames: int = 8) -> torch.Tensor:
 
     Args:
         path: a video file (mp4, webm, avi, mkv, mov, gif, m4v; read with PyAV, `pnd[video]`) or a folder of
-            frame images (read in name order).
+            frame images (read in name order, numbers by value: frame_2.png before frame_10.png).
         frames: how many frames to sample, uniformly over the whole video.
 
     Returns:
@@ -137,7 +138,7 @@ def _folder_frames(path: Path, frames: int) -> list[np.ndarray]:
 
 def _frame_files(path: Path) -> list[Path]:
     """A folder's frame images in name order; a VideoReadError if it holds video files too."""
-    files, videos = _contents(path)
+    files, videos, _ = _contents(path)
     if files and videos:
         raise VideoReadError(f"{path}: holds both video files ({_names(videos)}) and frame images ({_names(files)}), "
                              "so it is neither one video of frames nor a folder of videos. Move the images into a "
@@ -145,11 +146,22 @@ def _frame_files(path: Path) -> list[Path]:
     return files
 
 
-def _contents(path: Path) -> tuple[list[Path], list[Path]]:
-    """A folder's frame images and its video files, in name order."""
-    children = sorted(path.iterdir())
-    return ([p for p in children if p.suffix.lower() in FRAME_SUFFIXES],
-            [p for p in children if p.suffix.lower() in VIDEO_SUFFIXES and not p.is_dir()])
+def _contents(path: Path) -> tuple[list[Path], list[Path], list[Path]]:
+    """A folder's frame images, its video files and its subfolders, each in name order (`name_order`)."""
+    children = sorted(path.iterdir(), key=name_order)
+    folders = [p for p in children if p.is_dir()]
+    return ([p for p in children if p.suffix.lower() in FRAME_SUFFIXES and p not in folders],
+            [p for p in children if p.suffix.lower() in VIDEO_SUFFIXES and p not in folders], folders)
+
+
+def name_order(path: Path) -> list:
+    """A sort key that orders numbers in names by value: frame_2.png before frame_10.png (and 0002 before 0010).
+
+    Example:
+        >>> [p.name for p in sorted(map(Path, ["f10.png", "f9.png", "f1.png"]), key=name_order)]
+        ['f1.png', 'f9.png', 'f10.png']
+    """
+    return [(int(part), part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
 
 
 def _names(paths: list[Path], shown: int = 3) -> str:
@@ -198,13 +210,10 @@ def list_videos(paths: list[str | Path]) -> list[Path]:
         if not path.is_dir():
             found.append(path)
             continue
-        images, videos = _contents(path)
+        images, videos, folders = _contents(path)
         if images:
             found.append(path)  # a frame folder, or (with videos) one that read_video refuses, naming both kinds
         if videos or not images:
-            for child in sorted(path.iterdir()):
-                if child.is_dir():
-                    found += list_videos([child])
-                elif child.suffix.lower() in VIDEO_SUFFIXES:
-                    found.append(child)
+            for child in sorted(videos + folders, key=name_order):
+                found += list_videos([child]) if child in folders else [child]
     return found
