@@ -1,4 +1,5 @@
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -40,3 +41,13 @@ def test_help_and_version_load_no_torch_and_a_commands_help_shows_its_arguments(
         assert command in text
     assert shown["--version"] == [f"pnd {pnd.__version__}\n", False]
     assert "--out OUT" in shown["merge --help"][0]
+    assert not shown["merge --help"][1]  # merging part files needs no torch
+
+
+def test_a_reader_that_leaves_early_ends_the_command_without_a_traceback():
+    """`pnd models | head`: the list's rest had no reader, and Python printed a BrokenPipeError traceback."""
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader has left before anything is written
+    result = subprocess.run([SCRIPT, "models", "--families"], stdout=writer, stderr=subprocess.PIPE, text=True)
+    os.close(writer)
+    assert result.returncode == 1 and result.stderr == ""

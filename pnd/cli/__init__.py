@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -32,6 +33,17 @@ SUBCOMMANDS = {"retrieve": "rank captions for videos (and videos for captions)",
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one `pnd` command; its exit status. A reader that stops early (`pnd models | head`) ends it quietly."""
+    try:
+        status = _command(argv)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:  # what was left to print has no reader; Python would print a traceback at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _command(argv: list[str] | None) -> int:
     from .. import __version__
 
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -19,8 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .records import CAPTIONS, RecordsError, merge, part_paths
-from .retrieve import ROW, ROWS
+from .records import CAPTIONS, ROW, ROWS, RecordsError, merge, part_paths
 
 
 def add_arguments(parser) -> None:

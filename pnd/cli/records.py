@@ -45,6 +45,8 @@ class Kind(NamedTuple):
 
 
 CAPTIONS = Kind("caption", ("video", "caption"))
+ROWS = "rows.jsonl"  # in --out: one record per video, {"id", "video", "run", "normalized", ...}: what resume skips
+ROW = Kind("score row", ("id", "run", "normalized"))
 
 
 def file_in_the_way(out: Path) -> str | None:

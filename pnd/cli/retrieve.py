@@ -34,11 +34,8 @@ from ..scoring.ranking import dual_softmax, inverted_softmax, rerank, retrieval_
 from ..validation import check_alpha_and_prior
 from .inputs import decoded_videos
 from .launch import Launch, add_model_arguments, check_counts, check_model_arguments, load_for_rank
-from .records import Kind, PartWriter, RecordsError, file_in_the_way, finished_records, merge, read_records
+from .records import ROW, ROWS, PartWriter, RecordsError, file_in_the_way, finished_records, merge, read_records
 from .signals import stopped_by
-
-ROWS = "rows.jsonl"  # in --out: one record per video, {"id", "video", "run", "normalized", ...}: what resume skips
-ROW = Kind("score row", ("id", "run", "normalized"))
 
 
 def add_arguments(parser) -> None:
