@@ -65,3 +65,11 @@ def test_pnd_check_fails_on_a_planted_leak(capsys, monkeypatch):
 def test_pnd_check_refuses_what_it_cannot_run(capsys, argv, message):
     assert main(["check", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_tiny_model_names_the_families_it_builds_for_one_it_does_not():
+    """`tiny_model("llava_next")` (a supported type with no tiny builder) failed on an internal module import."""
+    from pnd.testing import tiny_model
+
+    with pytest.raises(ValueError, match=r"tiny_model builds no 'llava_next' model; it builds: llava_onevision, "):
+        tiny_model("llava_next")

@@ -84,9 +84,15 @@ def tiny_model(model_type: str, seed: int = 0, sharpen: float = 4.0, **text):
         >>> model.config.model_type
         'qwen2_vl'
     """
-    module = _SHARED_BUILDERS.get(model_type, model_type)
-    build = importlib.import_module(f"pnd.testing.builders.{module.replace('.', '_')}").build  # kosmos-2.5
-    shared = {"model_type": model_type} if module != model_type else {}
+    module = f"pnd.testing.builders.{_SHARED_BUILDERS.get(model_type, model_type).replace('.', '_')}"  # kosmos-2.5
+    try:
+        build = importlib.import_module(module).build
+    except ModuleNotFoundError as error:
+        if error.name != module:
+            raise
+        raise ValueError(f"tiny_model builds no {model_type!r} model; it builds: {', '.join(TINY_ARCHITECTURES)}."
+                         ) from None
+    shared = {"model_type": model_type} if model_type in _SHARED_BUILDERS else {}
     model, processor = build(seed, **shared, **text)
     sharpen_attention(model, sharpen)
     bind_processor(model, processor)  # as pnd.attach(model, processor) does
