@@ -61,6 +61,8 @@ def test_pnd_check_fails_on_a_planted_leak(capsys, monkeypatch):
 @pytest.mark.parametrize("argv, message", [
     (["--families", "llava_onevision,nope"], "no tiny model of nope"),
     (["--device", "gpu"], "--device gpu: not a device name"),
+    (["--families", ","], "--families: no tiny model of ','; pass some of: "),  # a TypeError after the header
+    (["--families", ""], "--families: no tiny model of ''; pass some of: "),
 ])
 def test_pnd_check_refuses_what_it_cannot_run(capsys, argv, message):
     assert main(["check", *argv]) == 2

@@ -57,11 +57,12 @@ def test_measured_prior_concentrates_on_the_planted_attributes(demo):
 
 
 def test_pnd_demo_command(tmp_path):
-    result = subprocess.run([SCRIPT, "demo", "--out", tmp_path / "demo.png"], capture_output=True, text=True)
+    out = tmp_path / "plots" / "demo.png"  # a folder that does not exist yet
+    result = subprocess.run([SCRIPT, "demo", "--out", out], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     for name in ("medium_blue_square_moves_right.mp4", "| alpha | colour balanced accuracy", "| 0.0 (plain) |", "| 1.0 |"):
         assert name in result.stdout
-    assert (tmp_path / "demo.png").stat().st_size > 1000
+    assert out.stat().st_size > 1000
 
 
 def test_demo_compares_the_methods(demo, tmp_path, capsys):
@@ -83,3 +84,20 @@ def test_demo_compares_the_methods(demo, tmp_path, capsys):
         assert main(["demo", "--methods", "dola"]) == 2  # refused before anything loads or prints
     printed = capsys.readouterr()
     assert printed.out == "" and printed.err.startswith("pnd demo: --methods takes names of cpn, vcd")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--per-pair", "0"], "--per-pair takes a whole number of clips >= 1, got 0."),
+    (["--noise", "7"], "--noise takes a level from 0 to 1, got 7.0."),
+    (["--noise", "nan"], "--noise takes a level from 0 to 1, got nan."),
+    (["--out", "{afile}/demo.png"], "{afile} is a file, not a folder; pick another --out."),
+])
+def test_demo_arguments_are_checked_before_anything_loads(tmp_path, capsys, argv, message):
+    """--per-pair 0 failed in transformers after the sample captions; --out under a file after the whole table."""
+    afile = tmp_path / "afile"
+    afile.touch()
+    argv = [arg.format(afile=afile) for arg in argv]
+    with mock.patch("pnd.cli.demo.load_demo_model", side_effect=AssertionError("the demo model loaded")):
+        assert main(["demo", *argv]) == 2
+    assert capsys.readouterr().err == f"pnd demo: {message.format(afile=afile)}\n"
+

@@ -46,9 +46,9 @@ def run(args) -> int:
     unknown = [f for f in families if f not in TINY_ARCHITECTURES]
     try:
         check_device(args.device)
-        if unknown:
-            raise ValueError(f"--families: no tiny model of {', '.join(unknown)}; pass some of: "
-                             f"{' '.join(sorted(TINY_ARCHITECTURES))}")
+        if unknown or not families:
+            raise ValueError(f"--families: no tiny model of {', '.join(unknown) or repr(' '.join(args.families))}; "
+                             f"pass some of: {' '.join(sorted(TINY_ARCHITECTURES))}")
     except ValueError as error:
         print(f"pnd check: {error}", file=sys.stderr)
         return 2

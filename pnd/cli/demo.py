@@ -28,6 +28,7 @@ from ..demo import (
 )
 from ..demo.moving import FRAMES
 from ..io.video import list_videos, read_video
+from .records import file_in_the_way
 
 
 def add_arguments(parser) -> None:
@@ -40,8 +41,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     methods = None if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
-    if methods is not None and (not methods or set(methods) - set(DEMO_METHODS)):  # before the model loads
-        print(f"pnd demo: --methods takes names of {', '.join(DEMO_METHODS)}, got {args.methods!r}.", file=sys.stderr)
+    if why := refusal(args, methods):  # before the model loads
+        print(f"pnd demo: {why}", file=sys.stderr)
         return 2
     model, processor = load_demo_model()
     attach(model)
@@ -68,3 +69,14 @@ def run(args) -> int:
     plot(table, Path(args.out))
     print(f"\nSaved the plot to {args.out}")
     return 0
+
+
+def refusal(args, methods: list[str] | None) -> str | None:
+    """What is wrong with the arguments, or None."""
+    if methods is not None and (not methods or set(methods) - set(DEMO_METHODS)):
+        return f"--methods takes names of {', '.join(DEMO_METHODS)}, got {args.methods!r}."
+    if args.per_pair < 1:
+        return f"--per-pair takes a whole number of clips >= 1, got {args.per_pair}."
+    if not 0 <= args.noise <= 1:  # NaN too
+        return f"--noise takes a level from 0 to 1, got {args.noise}."
+    return file_in_the_way(Path(args.out))

@@ -138,5 +138,6 @@ def plot(table: dict[float, dict[str, float]], path: Path) -> None:
     ax.set(xlabel="alpha", ylabel="balanced accuracy", ylim=(0, 1), title="pnd demo: uniform test set")
     ax.legend()
     fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
