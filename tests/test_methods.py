@@ -719,3 +719,13 @@ def test_contrast_beam_search_on_other_layouts(tiny, model_type):
     contrast = tiny_inputs(processor, model_type, ("Be vague and say very little. " + PROMPTS[0],), seed=4, image=image)
     out = run(model, one, pnd.PriorNormalized(0.6, prior="inputs", combine="contrastive"), prior_inputs=contrast, **BEAM)
     beam_check(model, one, out, contrastive(0.6), contrast_prior(contrast))
+
+
+def test_a_comma_inside_a_method_setting_stays_in_its_value():
+    """`--method-args "instruction=Be vague, please"` was refused ("got 'please'"): ICD's instruction had no comma."""
+    from pnd.decoding.methods import method, parse_settings
+
+    settings = method("icd").settings(**parse_settings("instruction=Be vague, please, and brief,alpha=2"))
+    assert settings["instruction"] == "Be vague, please, and brief" and settings["alpha"] == 2.0
+    with pytest.raises(ValueError, match="key=value pairs separated by commas .* got 'please'"):
+        parse_settings("please,alpha=2")

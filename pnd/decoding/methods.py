@@ -99,21 +99,27 @@ def method(name: str) -> Method:
 
 
 def parse_settings(text: str | None) -> dict:
-    """`"alpha=1,noise_step=500"` as {"alpha": "1", "noise_step": "500"} (a command line's method settings).
+    """`"alpha=1,noise_step=500"` as {"alpha": "1", "noise_step": "500"} (a command line's method settings). A piece
+    without "=" continues the value before it: a comma inside a value (ICD's instruction).
 
     Example:
         >>> parse_settings("alpha=1, noise_step=500")
         {'alpha': '1', 'noise_step': '500'}
+        >>> parse_settings("instruction=Be vague, please,alpha=2")
+        {'instruction': 'Be vague, please', 'alpha': '2'}
     """
-    settings = {}
+    settings, key = {}, None
     for item in (text or "").split(","):
-        if not item.strip():
+        name, sep, value = item.partition("=")
+        if sep and name.strip():
+            key, settings[name.strip()] = name.strip(), value.strip()
+        elif not item.strip():
             continue
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
+        elif key is not None:
+            settings[key] = f"{settings[key]},{item}".strip()
+        else:
             raise ValueError(f"method settings are key=value pairs separated by commas (e.g. alpha=1,noise_step=500), "
                              f"got {item.strip()!r}.")
-        settings[key.strip()] = value.strip()
     return settings
 
 
