@@ -19,7 +19,7 @@ import torch
 
 import pnd
 from pnd.architectures.reported import EXPANSION_KEY, REMEMBERED_PROMPTS, recalled_expansion
-from pnd.testing import tiny_inputs
+from pnd.testing import random_video, tiny_inputs
 from pnd.testing.reference import greedy, visual_positions
 
 FAMILIES = ("internvl", "mistral3", "video_llama_3")  # video (frame labels), image, video with timestamps
@@ -215,3 +215,26 @@ def test_a_token_id_family_gets_no_extra_output(tiny):
     longer = {**inputs, "input_ids": torch.cat([inputs["input_ids"], token], 1),
               "attention_mask": torch.cat([inputs["attention_mask"], torch.ones_like(token)], 1)}
     assert pnd.prior_logits(model, **longer).shape == (1, model.config.get_text_config().vocab_size)
+
+
+@pytest.mark.parametrize("model_type", ["internvl", "idefics3", "paligemma"])
+def test_a_text_only_row_before_an_image_row_builds_and_decodes_as_plain(tiny, model_type):
+    """A batch [text only, with an image]: the attached processor failed ("Unable to convert output
+    'text_replacement_offsets' to tensor"): pnd asks for the offsets, and these processors' calls make tensors of them.
+    Built, its alpha 0 is plain `generate` and alpha > 0 names the row without a visual."""
+    from pnd.io.prompts import images_for, video_prompt
+
+    model, processor = attached(tiny, model_type)
+    story = [{"role": "user", "content": [{"type": "text", "text": "Tell me a story."}]}]
+    texts = [processor.apply_chat_template(story, add_generation_prompt=True),
+             video_prompt(processor, "Describe it.", "image")]
+    image = random_video(0, frames=1, size=64)[0]
+    inputs = processor(text=texts, images=images_for(processor, [[], [image]]), return_tensors="pt", padding=True)
+    alone = processor(text=texts[1:], images=images_for(processor, [[image]]), return_tensors="pt")
+    width = alone["input_ids"].shape[1]  # left padded: the image row ends as the prompt built alone
+    assert torch.equal(inputs[EXPANSION_KEY][1, -width:], alone[EXPANSION_KEY][0]) and not inputs[EXPANSION_KEY][0].any()
+    plain = model.generate(**inputs, max_new_tokens=STEPS, do_sample=False)
+    assert torch.equal(model.generate(**inputs, max_new_tokens=STEPS, do_sample=False,
+                                      logits_processor=[pnd.PriorNormalized(0.0)]), plain)
+    with pytest.raises(ValueError, match=r"No visual tokens in prompt row\(s\) \[0\]"):
+        model.generate(**inputs, max_new_tokens=STEPS, logits_processor=[pnd.PriorNormalized(ALPHA)])

@@ -37,7 +37,7 @@ import functools
 import hashlib
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, UserList
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -155,10 +155,17 @@ def _record_call(processor, call, args, kwargs):
             rows.append(hidden)
         if carries(processor):
             outputs[EXPANSION_KEY] = _like(ids, rows)
+    if isinstance(outputs.get("text_replacement_offsets"), _Unconverted):
+        outputs["text_replacement_offsets"] = outputs["text_replacement_offsets"].data
     for key, added in zip(_ASKED, _ADDED):
         if not asked[key]:
             outputs.pop(added, None)
     return outputs
+
+
+class _Unconverted(UserList):
+    """A processor's replacement offsets on their way to pnd: no list, so that `BatchFeature` never makes a tensor of
+    them (InternVL's, Idefics3's, PaliGemma's calls try, and fail, where the first row has none: text beside an image)."""
 
 
 def _rebuilt(rebuild, args, role: str | None):
@@ -198,7 +205,7 @@ def _pnd_class(cls: type, role: str) -> type:
         if written is not None:
             _CALL.replacements = [[*row, *({"new_span": _moved(span, row)} for span in spans)]
                                   for row, spans in zip(_CALL.replacements, written)]
-        return text, _CALL.replacements
+        return text, _Unconverted(_CALL.replacements)
 
     def __reduce_ex__(self, protocol):  # pickled as the original class; a copy of a carrying processor carries too
         rebuild, args, *rest = cls.__reduce_ex__(self, protocol)
