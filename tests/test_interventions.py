@@ -277,6 +277,95 @@ def test_models_the_interventions_cannot_reach_are_refused_with_the_reason(model
         generate(altup, tiny_inputs(altup_processor, "gemma3n", PROMPTS[:1]), pnd.VISTA(prior="masked"))
 
 
+# Families whose language model pnd finds through the registry (`pnd.interventions.engine.text_decoder`): the decoder
+# under a causal LM (Kosmos-2, BLIP-2, Llama 4, Nemotron-H Omni), a last hidden state after a final norm of another
+# name (Persimmon's `final_layernorm` in Fuyu, LFM2's `embedding_norm`, Kosmos-2's `layer_norm`, Nemotron-H's
+# `norm_f`), an attention module named `mixer` (Nemotron-H's blocks). Each method in the layers it allows: softmax
+# attention only for PAI and ONLY (LFM2's attention layers among its convolutions: 1, and LFM 3's sliding 1 and full 3;
+# Nemotron-H's one attention block, 2, among Mamba-2 and MoE blocks); Llama 4's chunked layers with its NoPE layer 1,
+# and the masked prior where a sliding window or chunks refuse the text one, or where the reference's text prior
+# (`kept_tokens_forward`: a pad id, a forward without pixels, Kosmos' positions from the padding id + 1) does not
+# reproduce the family's own (Fuyu, Kosmos-2 and 2.5, BLIP-2). ONLY is refused on
+# Kosmos-2 and BLIP-2 (`test_families_reached_through_the_registry_refuse_what_their_layers_do_not_allow`).
+REACHED = {
+    "fuyu": {"pai": {"prior": "masked"}, "only": {}, "vista": {"prior": "masked"}},
+    "lfm2_vl": {"pai": {"start_layer": 1, "end_layer": 2}, "only": {"layer": 1}, "vista": {}},
+    "lfm3_vl": {"pai": {"start_layer": 3, "end_layer": 4, "prior": "masked"}, "only": {"layer": 1},
+                "vista": {"prior": "masked"}},
+    "kosmos-2": {"pai": {"prior": "masked"}, "vista": {"prior": "masked"}},
+    "kosmos-2.5": {"pai": {"prior": "masked"}, "only": {}, "vista": {"prior": "masked"}},
+    "blip-2": {"pai": {"prior": "masked"}, "vista": {"prior": "masked"}},
+    "llama4": {"pai": {"prior": "masked"}, "only": {"layer": 0}, "vista": {"prior": "masked"}},
+    "nemotron_h_omni": {"pai": {"start_layer": 2, "end_layer": 3}, "only": {"layer": 2}, "vista": {}},
+}
+LLAMA4_CHUNK = 25  # slots: the chunk of the prompt's last query (slot 49 of the padded batch) holds visual slots
+
+
+@pytest.mark.parametrize("model_type, name", [(t, n) for t, methods in REACHED.items() for n in methods])
+def test_families_reached_through_the_registry_match_brute_force(models, model_type, name):
+    """Greedy on a padded batch (Kosmos-2.5: one prompt) equals the brute-force reference (its own layer list and attention modules, and
+    transformers' `hidden_states` for VISTA's vectors), tokens and scores."""
+    model, processor, reference_model = models(model_type)
+    if model_type == "llama4":  # the tiny model's 16-slot chunks would keep every visual key from the newest queries
+        for each in (model, reference_model):
+            each.config.get_text_config(decoder=True).attention_chunk_size = LLAMA4_CHUNK
+    ours, (combine, prior, conditioned) = METHODS[name](**REACHED[model_type][name])
+    # Kosmos-2.5: transformers' own forward, which the reference runs, puts a left-padded row's image on its padding
+    # (its processor's one image_embeds_position_mask for the batch; pnd's paired calls give each row its own)
+    prompts = PROMPTS[:1] if model_type == "kosmos-2.5" else PROMPTS
+    inputs = tiny_inputs(processor, model_type, prompts, image=True)
+    out = generate(model, inputs, ours)
+    tokens, scores = method_greedy(reference_model, inputs, STEPS, combine, prior, banned=eos(model),
+                                   conditioned=conditioned)
+    assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1]:], tokens.to(out.sequences.device))
+    assert_method_scores(model, torch.stack(out.scores, 1), torch.stack(scores, 1))
+
+
+@pytest.mark.parametrize("model_type, name", [(t, n) for t, methods in REACHED.items() for n in methods])
+def test_families_reached_through_the_registry_beam_search_and_sampling_match_brute_force(models, model_type, name):
+    """Beam search's sequence scores and sampling's scores (one prompt) equal the reference's forced scores. Beam search
+    not on Llama 4 and Fuyu, where transformers' own generate crashes on any expansion of the batch
+    (tests/test_exactness.py's EXPANSION_CRASHES)."""
+    model, processor, reference_model = models(model_type)
+    if model_type == "llama4":
+        for each in (model, reference_model):
+            each.config.get_text_config(decoder=True).attention_chunk_size = LLAMA4_CHUNK
+    ours, reference = METHODS[name](**REACHED[model_type][name])
+    one = tiny_inputs(processor, model_type, PROMPTS[:1], image=True)
+    prompt_len = one["input_ids"].shape[1]
+    out = None if model_type in ("llama4", "fuyu") else generate(model, one, ours, **BEAM)
+    for row in range(0 if out is None else out.sequences.shape[0]):
+        generated = out.sequences[row, prompt_len:]
+        ends = (generated == eos(model)[0]).nonzero()
+        length = int(ends[0, 0]) + 1 if len(ends) else len(generated)
+        scores = forced(reference_model, one, generated[None, :length], reference)[0]
+        total = scores.gather(1, generated[:length, None]).sum()
+        torch.testing.assert_close(out.sequences_scores[row], total / length, atol=2e-4, rtol=0)
+    torch.manual_seed(3)
+    out = generate(model, one, ours, min_new_tokens=STEPS, **SAMPLE)
+    assert_method_scores(model, torch.stack(out.scores, 1),
+                         forced(reference_model, one, out.sequences[:, prompt_len:], reference, banned=eos(model)))
+
+
+@pytest.mark.parametrize("model_type, ours, message", [
+    # Qwen4-Exp: hyper-connections, its layers' outputs hc_count streams wide, mixed into one after the last layer
+    ("qwen4_exp", pnd.VISTA(), r"VISTA adds its last vector.* differ in width \(64 and 128\).* hyper-connections"),
+    ("qwen4_exp", pnd.ONLY(layer=1), "decoder layer 1 of this model is a 'indexed_attention' layer"),
+    ("qwen4_exp", pnd.PAI(start_layer=0), "decoder layer 0 of this model is a 'linear_attention' layer"),
+    ("lfm2_vl", pnd.PAI(start_layer=0), "decoder layer 0 of this model is a 'conv' layer"),
+    ("nemotron_h_omni", pnd.ONLY(layer=1), "decoder layer 1 of this model is a 'moe' layer"),
+    ("nemotron_h_omni", pnd.PAI(start_layer=2), "decoder layer 3 of this model is a 'linear_attention' layer"),
+    # ONLY's contrast rows run the same inputs through the whole model, which these families' generate does not
+    ("kosmos-2", pnd.ONLY(), "generate runs its language model's generate"),
+    ("blip-2", pnd.ONLY(), "generate runs its language model's generate"),
+])
+def test_families_reached_through_the_registry_refuse_what_their_layers_do_not_allow(models, model_type, ours,
+                                                                                      message):
+    model, processor, _ = models(model_type)
+    with pytest.raises(ValueError, match=message):
+        generate(model, tiny_inputs(processor, model_type, PROMPTS[:1], image=True), ours)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_a_prompt_without_a_visual_token_is_refused(models, name):
     """docs/design.md §3.7; ONLY reads its heads' entropy over the visual slots, PAI amplifies them."""

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 import torch
 
 from .._compat.masks import attention_implementation
-from ..architectures.layers import LAYER_KINDS
+from ..architectures import architecture_for
+from ..architectures.layers import layer_kind
 
 ROWS = ("conditioned", "contrast")
 _PND_SDPA = "pnd_packed_sdpa"  # pnd's attention on an SDPA model (`pnd.decoding.packed`), where interventions reach
@@ -195,14 +196,29 @@ def _key_slots(call: _Call, rows: slice, key: torch.Tensor, mask: torch.Tensor |
     return call.keys[memo][1:]
 
 
+def text_decoder(model) -> torch.nn.Module:
+    """The module that runs the language model's decoder layers (its `layers`) and returns their last hidden state:
+    the registry's language model (`Architecture.language_model`: Kosmos-2's text transformer, BLIP-2's and Llama 4's
+    decoder under their causal LM, ...), or the decoder it wraps (OPT's, under BLIP-2's `OPTModel`)."""
+    language_model = architecture_for(model).language_model(model)
+    for decoder in (language_model, getattr(language_model, "get_decoder", lambda: None)()):
+        if isinstance(getattr(decoder, "layers", None), torch.nn.ModuleList):
+            return decoder
+    raise ValueError(f"pnd cannot find the decoder layers of {type(model).__name__}'s language model "
+                     f"({type(language_model).__name__}), where the intervention acts.")
+
+
 def decoder_layers(model) -> torch.nn.ModuleList:
-    """The language model's decoder layers (`model.get_decoder().layers`)."""
-    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
-    layers = getattr(decoder, "layers", None)
-    if not isinstance(layers, torch.nn.ModuleList):
-        raise ValueError(f"pnd cannot find the decoder layers of {type(model).__name__}'s language model, where the "
-                         "intervention acts.")
-    return layers
+    """The language model's decoder layers (`text_decoder(model).layers`)."""
+    return text_decoder(model).layers
+
+
+_ATTENTION_NAMES = ("self_attn", "mixer")  # a decoder layer's attention module: most families', Nemotron-H's blocks'
+
+
+def layer_attention(layer: torch.nn.Module) -> torch.nn.Module | None:
+    """The attention module of a decoder layer whose layer type is softmax attention; None where it has none."""
+    return next((getattr(layer, name) for name in _ATTENTION_NAMES if hasattr(layer, name)), None)
 
 
 def reach(model, interventions: Sequence[AttentionIntervention]) -> dict:
@@ -223,8 +239,8 @@ def reach(model, interventions: Sequence[AttentionIntervention]) -> dict:
                              f"in SDPA attention; this model runs {implementation!r}. Load the model with "
                              "attn_implementation='sdpa' and pnd.attach it.")
         for index in wanted:
-            attention = getattr(layers[index], "self_attn", None)
-            kind = LAYER_KINDS.get(kinds[index])
+            attention = layer_attention(layers[index])
+            kind = layer_kind(config, kinds[index])
             if attention is None or kind is None or (kind.prior, kind.state) != ("mask", "kv"):
                 raise ValueError(f"{intervention.name} acts on softmax attention over the prompt's slots, but decoder "
                                  f"layer {index} of this model is a {kinds[index]!r} layer (recurrent, indexed or "

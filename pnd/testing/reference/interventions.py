@@ -34,14 +34,21 @@ from .scores import text_only_tokens
 SOFTMAX = (torch.nn.functional.softmax, torch.softmax, torch.Tensor.softmax, torch.special.softmax)
 
 
+def attention_of(layer):
+    """A decoder layer's softmax attention: its one child module whose class is an attention (`self_attn` in most
+    families, the `mixer` of Nemotron-H's attention blocks); None in a layer without one (a convolution, a recurrent
+    mixer, an MLP or MoE block) or with two (a Q-Former's self- and cross-attention)."""
+    found = [m for m in layer.children() if type(m).__name__.endswith("Attention")]
+    return found[0] if len(found) == 1 else None
+
+
 def decoder_layers(model):
-    """(the module that owns them, the ModuleList of the language model's decoder layers): the list whose layers have
-    `self_attn` built on the text config (else the one under a `language_model`)."""
+    """(the module that owns them, the ModuleList of the language model's decoder layers): the list whose layers'
+    attention (`attention_of`) is built on the text config (else the one under a `language_model`)."""
     config = model.config.get_text_config(decoder=True)
     lists = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.ModuleList)
-             and any(hasattr(layer, "self_attn") for layer in m)]
-    found = [(n, m) for n, m in lists if any(getattr(layer, "self_attn", None) is not None and
-                                             getattr(layer.self_attn, "config", None) is config for layer in m)]
+             and any(attention_of(layer) is not None for layer in m)]
+    found = [(n, m) for n, m in lists if any(getattr(attention_of(layer), "config", None) is config for layer in m)]
     found = found or [(n, m) for n, m in lists if "language_model" in n]
     assert len(found) == 1, f"no single decoder-layer list in {type(model).__name__}: {[n for n, _ in found]}"
     name, layers = found[0]
@@ -97,7 +104,7 @@ def eager_attention(model, before=None, after=None):
 
     hooks = []
     for index, layer in enumerate(decoder_layers(clone)[1]):
-        attention = getattr(layer, "self_attn", None)
+        attention = attention_of(layer)
         if attention is not None:
             assert getattr(attention, "layer_idx", index) == index, (attention.layer_idx, index)
             hooks += [attention.register_forward_pre_hook(lambda m, a, i=index: setattr(edits, "layer", i)),
@@ -112,8 +119,12 @@ def eager_attention(model, before=None, after=None):
 
 def visual_slots(model, inputs, length):
     """(batch, length) bool: the prompt's visual placeholder tokens (the image/video token ids, not the delimiters
-    around them: the span mitigv finds), False for the generated tokens."""
-    visual = placeholder_positions(model, inputs["input_ids"])
+    around them: the span mitigv finds), False for the generated tokens. Kosmos-2 and 2.5, whose config names no image
+    token (their latent queries are ordinary vocabulary ids): the slots the processor marks for the image's features,
+    `image_embeds_position_mask` == 1, where the text model writes them (Kosmos-2.5's marks `<image>`, `</image>` -1;
+    its processor writes one mask for the whole batch, as if no row were padded: right for unpadded prompts only)."""
+    marked = inputs.get("image_embeds_position_mask")
+    visual = placeholder_positions(model, inputs["input_ids"]) if marked is None else marked == 1
     return torch.cat([visual, visual.new_zeros(visual.shape[0], length - visual.shape[1])], 1)
 
 
