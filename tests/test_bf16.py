@@ -193,3 +193,48 @@ def test_caption_scorer_gives_fuyu_its_patches_as_pixel_values(tiny):
         assert torch.isfinite(scorer.score([random_video(0)[0]], ["a red circle"])).all()
     finally:
         pnd.detach(model)
+
+
+@pytest.mark.parametrize("model_type", ["gemma3", "paligemma"])  # a sliding window; a bidirectional prefix
+def test_a_bf16_vision_tower_before_a_float32_language_model_decodes_as_the_reference(tiny, model_type):
+    """pnd built the prior's masks in `model.dtype`, the dtype of the model's first parameters: the vision tower's.
+    With it in bf16 and the language model in float32, alpha > 0 failed in SDPA (a bf16 mask for float32 queries)."""
+    from pnd.testing.reference import greedy
+
+    from helpers import assert_scores_close
+
+    model, processor = tiny(model_type)
+    pnd.detach(model)
+    model = copy.deepcopy(model)
+    model.model.vision_tower.to(torch.bfloat16)
+    model.model.multi_modal_projector.to(torch.bfloat16)
+    assert model.dtype == torch.bfloat16 and model.get_input_embeddings().weight.dtype == torch.float32
+    inputs = BatchFeature(dict(tiny_inputs(processor, model_type, PROMPTS))).to(DEVICE, torch.bfloat16)
+    out = pnd.attach(model, processor).generate(**inputs, max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False,
+                                                logits_processor=[pnd.PriorNormalized(ALPHA)],
+                                                return_dict_in_generate=True, output_scores=True)
+    tokens, scores = greedy(model, inputs, ALPHA, STEPS, banned=[model.generation_config.eos_token_id])
+    assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1]:], tokens)
+    for got, want in zip(out.scores, scores):
+        assert_scores_close(got, want)
+
+
+@pytest.mark.parametrize("default", [torch.float64, torch.float16], ids=str)
+def test_a_default_dtype_the_user_set_changes_no_score(tiny, default):
+    """`torch.set_default_dtype(torch.float64)` (or float16) made `CaptionScorer` fail (its sums in the default dtype,
+    float32 log-probabilities added in) and moved `vcd_noise`'s beta schedule (up to 0.039 in float16)."""
+    model, processor = tiny("llava_onevision")
+    pixels = tiny_inputs(processor, "llava_onevision", image=True)["pixel_values"]
+    videos, captions = [random_video(0)], ["a red circle", "a blue square moving left"]
+    scorers = [pnd.CaptionScorer(model, processor, alpha=0.9, pack_captions=packed) for packed in (True, False)]
+    want = [scorer.score(videos, captions) for scorer in scorers], pnd.vcd_noise(pixels, 500, seed=0)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(default)
+    try:
+        got = [scorer.score(videos, captions) for scorer in scorers], pnd.vcd_noise(pixels, 500, seed=0)
+    finally:
+        torch.set_default_dtype(previous)
+    assert torch.equal(got[1], want[1])
+    for got_scores, want_scores in zip(got[0], want[0]):
+        assert got_scores.dtype == torch.float32
+        torch.testing.assert_close(got_scores, want_scores, atol=1e-4, rtol=0)

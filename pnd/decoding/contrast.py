@@ -69,7 +69,8 @@ def vcd_noise(pixel_values: torch.Tensor, noise_step: int = 500, seed: int = 0) 
     if not torch.is_tensor(pixel_values) or not pixel_values.is_floating_point():
         raise ValueError("vcd_noise takes the processor's normalized pixel values (a floating-point tensor), got "
                          f"{type(pixel_values).__name__}{'' if not torch.is_tensor(pixel_values) else ' of ' + str(pixel_values.dtype)}.")
-    betas = torch.sigmoid(torch.linspace(-6, 6, NOISE_STEPS, device="cpu")) * (0.5e-2 - 1e-5) + 1e-5  # float32, as VCD computes it
+    steps = torch.linspace(-6, 6, NOISE_STEPS, dtype=torch.float32, device="cpu")  # float32 as VCD, any default dtype
+    betas = torch.sigmoid(steps) * (0.5e-2 - 1e-5) + 1e-5
     abar = torch.cumprod(1 - betas, dim=0)[noise_step]
     x = pixel_values
     eps = _gaussian(tuple(x.shape), seed, x.device, x.dtype)

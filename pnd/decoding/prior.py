@@ -201,11 +201,12 @@ def masked_prefill(
     prefix = architecture_for(model).bidirectional_prefix(inputs, attention_mask)
     both_ways = None if prefix is None else prefix.gather(1, slots.index) & slots.computed
     key_positions = torch.cat([position_ids[..., : slots.prefix], slots.positions], -1)
+    language_model = architecture_for(model).language_model(model)  # its dtype, the masks': not the vision tower's
     with kept_positions(slots.positions, key_positions):  # the call's tokens side by side, at these positions
-        hidden = architecture_for(model).language_model(model)(
+        hidden = language_model(
             input_ids=input_ids.gather(1, slots.index),
             attention_mask=attends.long() if window is None and both_ways is None else prefill_masks(
-                config, slots, attends, window, model.dtype, both_ways),
+                config, slots, attends, window, language_model.dtype, both_ways),
             position_ids=slots.positions,
             past_key_values=cache,
             use_cache=True,

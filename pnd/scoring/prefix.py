@@ -110,7 +110,7 @@ def _teacher_forced_packed(model, prefix: Prefix, chunk: list[list[int]]) -> tor
     before = torch.cat([prefix.first_logits.to(device), logits], 0)  # row f + 1: the logits after flat token f
     predicting = torch.where(steps == 0, 0, flat)  # the row that predicts each token
     token_logprobs = torch.log_softmax(before[predicting].float(), -1).gather(1, ids[0, :, None])[:, 0]
-    return torch.zeros(len(chunk), device=device).index_add_(0, owner, token_logprobs)
+    return torch.zeros(len(chunk), dtype=torch.float32, device=device).index_add_(0, owner, token_logprobs)
 
 
 def forced_logprobs(model, prefix: Prefix, chunk: list[list[int]]):

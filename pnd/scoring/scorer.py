@@ -169,7 +169,7 @@ class CaptionScorer:
         _check_list(captions, "captions", "caption")
         tokens = [self.caption_ids(c) for c in captions]
         rows = [self._score_tokens(self.prompt_inputs(video, f"videos[{i}]"), tokens) for i, video in enumerate(videos)]
-        empty = ScoreParts(*[torch.empty(0, len(tokens), device="cpu")] * 3)
+        empty = ScoreParts(*[torch.empty(0, len(tokens), dtype=torch.float32, device="cpu")] * 3)
         parts = ScoreParts(*map(torch.stack, zip(*rows))) if rows else empty
         return parts if return_parts else parts.normalized
 
@@ -280,7 +280,7 @@ class CaptionScorer:
                                  "prompt's inputs (a non-finite pixel value, a model in a dtype that overflows).")
             priors = {**priors, **{t: float(v) for t, v in zip(missing, values)}}
         self._prior_layout, self._priors = layout, priors
-        return torch.tensor([self._priors[tuple(t)] for t in tokens], device="cpu")  # scores: on the CPU
+        return torch.tensor([self._priors[tuple(t)] for t in tokens], dtype=torch.float32, device="cpu")  # on the CPU
 
     def _prior_prefix(self, prefix: Prefix) -> Prefix:
         with expansions_given(prefix.expansions):
@@ -295,7 +295,7 @@ class CaptionScorer:
         Captions are batched in order of length, so that little of each batch is padding.
         """
         order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))
-        sums = torch.empty(len(tokens), device="cpu")  # scores are returned on the CPU, whatever the model's device
+        sums = torch.empty(len(tokens), dtype=torch.float32, device="cpu")  # on the CPU, whatever the model's device
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             forced = teacher_forced(self.model, prefix, [tokens[i] for i in chunk], self.pack_captions)

@@ -107,6 +107,12 @@ def model_forward(model, sequence, prompt_length, **inputs):
     return model.language_model(inputs_embeds=embeds, **inputs)
 
 
+def text_dtype(model):
+    """The dtype the language model computes in (its token embeddings'): its attention masks' (a vision tower in
+    another dtype leads `model.dtype`)."""
+    return model.get_input_embeddings().weight.dtype
+
+
 def additive_mask(allowed, dtype):
     """An additive attention mask: 0 where `allowed`, the dtype's minimum elsewhere (on `allowed`'s device)."""
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
@@ -124,7 +130,7 @@ def window_masks(model, mask, prompt_length):
     query, key = slots[:, None], slots[None, :]
     causal = (key <= query)[None] & mask.bool()[:, None, :]
     window = causal & ((key < prompt_length) | (query - key < config.sliding_window))
-    return {name: additive_mask(seen, model.dtype)[:, None]
+    return {name: additive_mask(seen, text_dtype(model))[:, None]
             for name, seen in (("full_attention", causal), ("reference_sliding_attention", window))}
 
 
@@ -267,9 +273,9 @@ def _window_masks(model, mask, slots):
     behind = slots[:, :, None] - slots[:, None, :]  # (batch, queries, keys) in slots of the whole sequence
     allowed = mask.bool()[:, None, :] & (behind >= 0)
     allowed |= torch.eye(mask.shape[1], dtype=torch.bool, device=mask.device)  # a padding query sees itself
-    full = additive_mask(allowed, model.dtype)[:, None]
+    full = additive_mask(allowed, text_dtype(model))[:, None]
     per_type = {"full_attention": full, "indexed_attention": full,  # dots3's sparse layers
-                "sliding_attention": additive_mask(allowed & (behind < config.sliding_window), model.dtype)[:, None]}
+                "sliding_attention": additive_mask(allowed & (behind < config.sliding_window), text_dtype(model))[:, None]}
     return {kind: per_type.get(kind, mask) for kind in set(types)}  # recurrent layers: the 2-D padding mask
 
 
