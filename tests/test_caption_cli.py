@@ -87,7 +87,10 @@ def test_compare_and_missing_file(videos, reference, tmp_path, capfd):
     [row] = records(out)
     plain, normalized = reference(str(video), None), reference(str(video), 1.0)
     assert row == {"id": str(video.resolve()), "video": str(video), "caption": normalized, "alpha": 1.0,
-                   "prompt": "Describe the video.", "model": "pnd-demo", "plain": plain}
+                   "prompt": "Describe the video.", "model": "pnd-demo", "method": "cpn",
+                   "settings": {"alpha": 1.0, "prior": "masked", "plausibility": None}, "frames": 8,
+                   "max_new_tokens": 32, "dtype": "auto", "attn_implementation": None, "quantization": None,
+                   "plain": plain}
     assert f"| a.mp4 | {plain} | {normalized} |" in result.out
 
 
@@ -233,7 +236,7 @@ def test_a_prompt_that_holds_the_processors_video_placeholder_is_refused_before_
     message = refusal("caption", manifest, "--out", out, "--workers", 0)
     assert message.startswith(f"pnd caption: the prompt of {videos / 'videos' / 'c.mp4'}: the prompt 'Where is "
                               "<image>?' holds '<image>'")
-    assert not out.exists()
+    assert sorted(tmp_path.iterdir()) == [manifest]  # no --out, and no empty part file left either
 
 
 def test_a_video_its_processor_refuses_is_named_and_the_others_of_its_batch_are_captioned(videos, tmp_path, capfd):
@@ -329,8 +332,71 @@ def test_manifests_with_per_row_prompts_and_parquet_output(videos, reference, tm
         assert row["prompt"] == prompt and row["model"] == "pnd-demo" and row["alpha"] == 1.0
         assert row["caption"] == reference(row["video"], 1.0, prompt=prompt, max_new_tokens=6)
         assert row["plain"] == reference(row["video"], None, prompt=prompt, max_new_tokens=6)
-    assert main_caption(path, "--out", out, "--max-new-tokens", 6) == 0  # resumed from the Parquet file
+    assert main_caption(path, "--out", out, "--alpha", 1.0, "--max-new-tokens", 6) == 0  # resumed from the Parquet file
     assert pyarrow.parquet.read_table(out).num_rows == 3
+
+
+def test_an_upper_case_parquet_out_is_written_and_resumed_as_parquet(videos, tmp_path, capsys):
+    """--out captions.PARQUET was written as JSON lines (the suffix was compared case-sensitively)."""
+    import pyarrow.parquet
+
+    a, c = videos / "videos" / "a.mp4", videos / "videos" / "c.mp4"
+    out = tmp_path / "captions.PARQUET"
+    common = ("--out", out, "--max-new-tokens", 4, "--workers", 0)
+    assert main_caption(a, *common) == 0
+    assert [r["id"] for r in pyarrow.parquet.read_table(out).to_pylist()] == [str(a.resolve())]
+    assert main_caption(a, c, *common) == 0
+    assert "already has 1 of these video(s); captioning the other 1" in capsys.readouterr().err
+    assert [r["id"] for r in pyarrow.parquet.read_table(out).to_pylist()] == [str(a.resolve()), str(c.resolve())]
+
+
+def test_a_method_the_model_cannot_run_is_one_line_as_pnd_explain_says_it(videos, tmp_path):
+    """PAI at its paper's layers (2 to 32) on the demo model's 2 decoder layers ended in a traceback and left an empty
+    part file: now one line, as `pnd explain` refuses the same, no caption file and no part file."""
+    a, c = videos / "videos" / "a.mp4", videos / "videos" / "c.mp4"
+    explained = refusal("explain", a, "--method", "pai", "--out", tmp_path / "why")
+    assert "PAI acts in no layer" in explained
+    message = refusal("caption", a, c, "--method", "pai", "--out", tmp_path / "c.jsonl", "--batch-size", 2,
+                      "--max-new-tokens", 4, "--workers", 0)
+    assert message == explained.replace("pnd explain:", "pnd caption:")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_resuming_with_other_settings_is_refused_naming_the_setting(videos, tmp_path, monkeypatch):
+    """Records were matched on the video only: a re-run with another alpha added its captions to those of the first
+    alpha, silently. Each record now holds its settings; a run with others is refused before any model loads, naming
+    the setting both ways, and leaves --out as it was. A new video may still come with its own prompt."""
+    import pnd.io.loading
+
+    a, c = videos / "videos" / "a.mp4", videos / "videos" / "c.mp4"
+    out = tmp_path / "c.jsonl"
+    common = ("--out", out, "--max-new-tokens", 4, "--workers", 0)
+    assert main_caption(a, *common) == 0
+    [record] = records(out)
+    assert record["settings"]["alpha"] == 0.5 and record["max_new_tokens"] == 4 and record["frames"] == 8
+    before = out.read_bytes()
+    load_model = pnd.io.loading.load_model
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+    monkeypatch.setattr(pnd.io.loading, "load_model", refuse)
+    for args, said in [(["--alpha", "1.0"], "--alpha 0.5; this run: --alpha 1.0"),
+                       (["--plausibility", "0.1"], "--plausibility none; this run: --plausibility 0.1"),
+                       (["--method", "vcd"], '--method "cpn"; this run: --method "vcd"'),
+                       (["--method-args", "prior=text"], '--method-args prior="masked"; this run: --method-args '
+                                                         'prior="text"'),
+                       (["--frames", "4"], "--frames 8; this run: --frames 4"),
+                       (["--prompt", "What colour?"], 'prompt "Describe the video."; this run: prompt "What colour?"')]:
+        message = refusal("caption", a, c, *common, *args)
+        assert message == (f"pnd caption: {out} holds captions made with other settings ({a}'s: {said}). Pass another "
+                           f"--out for this run's captions, or run with {out}'s settings to finish it.")
+        assert out.read_bytes() == before and list(tmp_path.iterdir()) == [out]
+    message = refusal("caption", a, c, "--out", out, "--max-new-tokens", 8)
+    assert "--max-new-tokens 4; this run: --max-new-tokens 8" in message
+    monkeypatch.setattr(pnd.io.loading, "load_model", load_model)
+    assert main_caption(c, *common, "--prompt", "What colour?") == 0  # another video: its own prompt
+    assert [(r["id"], r["prompt"]) for r in records(out)] == [(str(a.resolve()), "Describe the video."),
+                                                             (str(c.resolve()), "What colour?")]
 
 
 def test_merge_puts_left_parts_into_out_each_video_once(tmp_path, capsys):

@@ -8,18 +8,22 @@
 
 Inputs: video files, frame folders, folder trees, list files (.txt, one path per line) and manifests
 (.jsonl/.csv/.parquet with a `video` column, optional `prompt` and `id`). Without --model the bundled demo
-model captions (`pnd demo` says what it shows). Each record is {"id", "video", "caption", "alpha", "prompt",
-"model"} (with --compare also "plain", the caption without normalization; with a --method other than cpn also
-"method" and "settings"); --out is JSON lines, or Parquet when it ends in .parquet.
+model captions (`pnd demo` says what it shows). Each record is {"id", "video", "caption", "alpha", "prompt"} and
+the settings its caption was made with: "model" (a local folder resolved), "method", "settings" (all of the
+method's), "frames", "max_new_tokens", "dtype", "attn_implementation", "quantization" (with --compare also
+"plain", the caption without normalization); --out is JSON lines, or Parquet when it ends in .parquet (any case).
 
 Each process (rank) captions every WORLD_SIZE-th video not yet captioned and appends its records to its own
 part file next to --out as they finish (`captions.jsonl.part-00000`, ...); at the end rank 0 merges the parts
 into --out, each video once. Running the same command again after an interruption, a crash or a killed
 rank, with any number of processes, captions only what is missing (the key is the video's resolved path, or
-the manifest's id); `pnd merge --out captions.jsonl` merges the parts of a job that never reached its end.
+the manifest's id); `pnd merge --out captions.jsonl` merges the parts of a job that never reached its end. An --out
+whose records were made with other settings (any of the above, or another prompt for the same video) is refused
+before the model loads, naming the setting: captions of two settings are never mixed in one file.
 Worker processes (--workers) decode videos while the model captions. A video that cannot be read is named
 on stderr, left out of --out (a re-run retries it) and makes the exit status 1. Every argument is checked
-before any model loads.
+before any model loads; a method the loaded model cannot run (e.g. PAI's layers on a 2-layer model) is one line
+and exit 1, before any caption is written.
 
 Example:
     >>> from pnd.cli import main
@@ -30,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import stat
 import sys
@@ -43,9 +48,9 @@ from ..decoding.captioning import VideosRefused, generate_captions
 from ..decoding.methods import method
 from ..io.prompts import video_prompt
 from .inputs import InputsError, Item, decoded_videos, read_inputs
-from .launch import Launch, add_model_arguments, check_counts, check_model_arguments, load_for_rank
+from .launch import Launch, add_model_arguments, check_counts, check_model_arguments, load_for_rank, rank_device_dtype
 from .method_args import add_method_arguments, method_settings
-from .records import PartWriter, RecordsError, file_in_the_way, finished_ids, merge
+from .records import PartWriter, RecordsError, file_in_the_way, finished_ids, finished_records, merge, record_id
 from .signals import stopped_by
 
 DEMO_MODEL_ID = "pnd-demo"
@@ -63,7 +68,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--prompt", default="Describe the video.", help="instruction (a manifest's 'prompt' wins)")
     parser.add_argument("--compare", action="store_true", help="also decode without normalization; print both")
     parser.add_argument("--out", default="captions.jsonl",
-                        help="JSON lines, or Parquet when it ends in .parquet; resumed (default captions.jsonl)")
+                        help="JSON lines, or Parquet when it ends in .parquet; resumed with the same settings "
+                        "(default captions.jsonl)")
     parser.add_argument("--batch-size", type=int, default=8, help="videos captioned per generate call (default 8)")
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2,
@@ -124,9 +130,10 @@ def run(args) -> int:
 
 def caption_shard(args, out: Path, items: list[Item], launch: Launch) -> int:
     """Caption this rank's share of what `out` and its parts do not hold yet, then rank 0 merges."""
+    args.stamp = run_settings(args, launch)
+    done = resumable_ids(out, items, args)
     try:
         part = PartWriter(out, launch.rank)
-        done = finished_ids(out)
     except RecordsError as error:
         fail(str(error))
     launch.barrier()  # every rank has read what is done before any rank writes
@@ -141,9 +148,10 @@ def caption_shard(args, out: Path, items: list[Item], launch: Launch) -> int:
             caption_items(args, launch.shard(pending), part, failed, launch)
     except KeyboardInterrupt as interruption:  # Ctrl-C, or SIGTERM (pnd.cli.Terminated)
         how, status = stopped_by(interruption)
-        print(f"pnd caption: {how}; the {part.written} caption(s) of this run are kept in {part.path}. Run the "
-              f"same command again to caption the rest, or `pnd merge --out {out}` to put what is done into {out}.",
-              file=sys.stderr)
+        kept = f"the {part.written} caption(s) of this run are kept in {part.path}" if part.written else \
+            "no caption of this run was finished"
+        print(f"pnd caption: {how}; {kept}. Run the same command again to caption the rest, or `pnd merge --out "
+              f"{out}` to put what is done into {out}.", file=sys.stderr)
         return status
     launch.barrier()  # every part is complete
     if launch.rank == 0:
@@ -154,6 +162,72 @@ def caption_shard(args, out: Path, items: list[Item], launch: Launch) -> int:
         print(f"pnd caption: {len(failed)} video(s) of rank {launch.rank} failed: {', '.join(failed)}", file=sys.stderr)
     launch.barrier()  # no rank exits (which makes the launcher stop the others) before rank 0 has merged
     return 1 if failed else 0
+
+
+def run_settings(args, launch: Launch) -> dict:
+    """What each caption of this run depends on besides its video and prompt, as stamped in its record (and as read
+    back: JSON values): a run resumes an --out only where its records were made with the same."""
+    model = args.model or DEMO_MODEL_ID
+    if args.model and Path(args.model).exists():
+        model = str(Path(args.model).resolve())
+    stamp = {"model": model, "method": args.method, "settings": method(args.method).settings(**args.settings),
+             "frames": args.frames, "max_new_tokens": args.max_new_tokens,
+             "dtype": rank_device_dtype(args, launch)[1],
+             "attn_implementation": args.attn_implementation,
+             "quantization": "4bit" if args.load_in_4bit else "8bit" if args.load_in_8bit else None}
+    return json.loads(json.dumps(stamp))
+
+
+def resumable_ids(out: Path, items: list[Item], args) -> set[str]:
+    """Ids of the videos `out` and its parts hold captions of; refused (one line naming the setting and the fix)
+    where a record was made with other settings than `args.stamp`, or for one of `items` with another prompt."""
+    try:
+        finished = finished_records(out)
+    except RecordsError as error:
+        fail(str(error))
+    prompts = {item.id: item.prompt or args.prompt for item in items}
+    for record in finished:
+        theirs = {key: record.get(key) for key in args.stamp} | {"prompt": record.get("prompt")}
+        ours = args.stamp | {"prompt": prompts.get(record_id(record), theirs["prompt"])}
+        if difference := first_difference(theirs, ours):
+            name, there, here = difference
+            name += "" if name.endswith("=") else " "
+            fail(f"{out} holds captions made with other settings ({record['video']}'s: {name}{there}; this run: "
+                 f"{name}{here}). Pass another --out for this run's captions, or run with {out}'s settings to "
+                 "finish it.")
+    return {record_id(r) for r in finished}
+
+
+def first_difference(theirs: dict, ours: dict) -> tuple[str, str, str] | None:
+    """(the option, its value in `theirs`, in `ours`) of the first setting that differs, the method's settings one by
+    one; None where none does. A value a record lacks (an earlier pnd's record, Parquet's nulls) is None.
+
+    Example:
+        >>> first_difference({"frames": 8, "settings": {"alpha": 0.5, "seed": 0}},
+        ...                  {"frames": 8, "settings": {"alpha": 0.5, "seed": 1}})
+        ('--method-args seed=', '0', '1')
+    """
+    theirs, ours = by_option(theirs), by_option(ours)
+    for option, value in ours.items():
+        if theirs.get(option) != value:
+            return option, shown(theirs.get(option)), shown(value)
+    return None
+
+
+def shown(value) -> str:
+    """A setting's value as a message shows it: JSON, None as none."""
+    return "none" if value is None else json.dumps(value)
+
+
+def by_option(settings: dict) -> dict:
+    """A record's `settings` keyed by the option that sets each, the method's settings one by one."""
+    options = {}
+    for key, value in settings.items():
+        if key == "settings" and isinstance(value, dict):
+            options |= {f"--{k}" if k in ("alpha", "plausibility") else f"--method-args {k}=": v for k, v in value.items()}
+        else:
+            options[{"prompt": "prompt", "quantization": "--load-in-4bit/8bit"}.get(key, f"--{key.replace('_', '-')}")] = value
+    return options
 
 
 def caption_items(args, items: list[Item], part: PartWriter, failed: list[str], launch: Launch) -> None:
@@ -236,7 +310,9 @@ def length_batches(videos: list[tuple[Item, torch.Tensor]], batch_size: int, pro
 
 def caption_records(model, processor, batch: list[tuple[Item, torch.Tensor]], args) -> list[dict]:
     """One output record per (item, frames) of the batch, in order; videos with one prompt are captioned together. A
-    video the processor refuses gets {"video": ..., "error": why} (its batch is captioned again one video at a time)."""
+    video the processor refuses gets {"video": ..., "error": why} (its batch is captioned again one video at a time,
+    as after any ValueError); any other ValueError of one video (the method cannot run on the model) ends the run
+    with one line."""
     by_prompt: dict[str, list[int]] = {}
     for i, (item, _) in enumerate(batch):
         by_prompt.setdefault(item.prompt or args.prompt, []).append(i)
@@ -248,7 +324,9 @@ def caption_records(model, processor, batch: list[tuple[Item, torch.Tensor]], ar
             captions = generate_captions(model, processor, videos, None, method=args.method, settings=args.settings,
                                          **decode)
             plains = generate_captions(model, processor, videos, None, **decode) if args.compare else [None] * len(videos)
-        except VideosRefused as error:
+        except ValueError as error:  # VideosRefused: these videos; any other, alone: the method or model, every video
+            if len(indices) == 1 and not isinstance(error, VideosRefused):
+                fail(str(error))
             for i in indices:
                 records[i] = caption_records(model, processor, [batch[i]], args)[0] if len(indices) > 1 else \
                     {"video": batch[i][0].video, "error": str(error)}
@@ -256,9 +334,7 @@ def caption_records(model, processor, batch: list[tuple[Item, torch.Tensor]], ar
         for i, caption, plain in zip(indices, captions, plains):
             item = batch[i][0]
             records[i] = {"id": item.id, "video": item.video, "caption": caption, "alpha": args.alpha,
-                          "prompt": prompt, "model": args.model or DEMO_MODEL_ID}
-            if args.method != "cpn":
-                records[i] |= {"method": args.method, "settings": method(args.method).settings(**args.settings)}
+                          "prompt": prompt, **args.stamp}
             if plain is not None:
                 records[i]["plain"] = plain
     return records

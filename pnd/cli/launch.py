@@ -102,10 +102,16 @@ def check_model_arguments(args) -> None:
         check_model_source(args.model)
 
 
+def rank_device_dtype(args, launch: Launch) -> tuple[str, str]:
+    """The device and dtype this process loads its model with, from --device and --dtype (`pick_device`, `pick_dtype`)."""
+    device = pick_device(args.device, launch.local_rank)
+    return device, pick_dtype(args.dtype, device)
+
+
 def load_for_rank(args, name_or_path: str, launch: Launch):
     """`(model, processor)` of `name_or_path` on this process's device, with the options of `add_model_arguments`."""
     from ..io.loading import load_model
 
-    device = pick_device(args.device, launch.local_rank)
-    return load_model(name_or_path, device, dtype=pick_dtype(args.dtype, device), load_in_4bit=args.load_in_4bit,
+    device, dtype = rank_device_dtype(args, launch)
+    return load_model(name_or_path, device, dtype=dtype, load_in_4bit=args.load_in_4bit,
                       load_in_8bit=args.load_in_8bit, attn_implementation=args.attn_implementation)

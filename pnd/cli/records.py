@@ -3,9 +3,10 @@
 A record is a JSON object keyed by "id": the video's resolved absolute path (symlinks followed), or the
 `id` column of a manifest. Each rank appends its records to its own part file next to --out,
 `{out}.part-{rank:05d}` (JSON lines, flushed per record), holding an exclusive `fcntl` lock on it, so a
-second run on the same --out is refused instead of captioning everything again. `merge` folds --out and
-every part into --out (JSON lines, or Parquet when --out ends in .parquet), each id once (the first
-seen), writes it atomically (a temporary file renamed over --out) and removes the parts.
+second run on the same --out is refused instead of captioning everything again; a part left empty (a run
+refused or stopped before its first record) is removed when closed. `merge` folds --out and every part into
+--out (JSON lines, or Parquet when --out ends in .parquet, in any case), each id once (the first seen),
+writes it atomically (a temporary file renamed over --out) and removes the parts.
 
 Example:
     >>> import tempfile
@@ -62,6 +63,16 @@ def file_in_the_way(out: Path) -> str | None:
     return None if blocking is None else f"{blocking} is a file, not a folder; pick another --out."
 
 
+def is_parquet(path: Path) -> bool:
+    """Whether `path` is read and written as Parquet: its name ends in .parquet, in any case.
+
+    Example:
+        >>> is_parquet(Path("captions.PARQUET")), is_parquet(Path("captions.jsonl"))
+        (True, False)
+    """
+    return path.suffix.lower() == ".parquet"
+
+
 def part_path(out: Path, rank: int) -> Path:
     return out.with_name(f"{out.name}{PART}{rank:05d}")
 
@@ -82,7 +93,7 @@ def read_records(path: Path, quiet: bool = False, kind: Kind = CAPTIONS) -> list
     An unfinished last line (a run killed mid-write) is left out and reported on stderr unless `quiet`.
     `kind` names the records and the fields each must have (`pnd retrieve` keeps score rows this way).
     """
-    if path.suffix == ".parquet":
+    if is_parquet(path):
         return _read_parquet(path)
     try:
         text = path.read_text()
@@ -124,7 +135,7 @@ def write_records(path: Path, records: list[dict]) -> None:
     """Write `records` to `path` atomically: JSON lines, or Parquet when `path` ends in .parquet."""
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        if path.suffix == ".parquet":
+        if is_parquet(path):
             pyarrow, parquet = require("pyarrow", "parquet"), require("pyarrow.parquet", "parquet")
             columns = list(dict.fromkeys(k for r in records for k in r))
             parquet.write_table(pyarrow.Table.from_pylist([{k: r.get(k) for k in columns} for r in records]), temporary)
@@ -158,7 +169,8 @@ def _lock(file, path: Path) -> None:
 class PartWriter:
     """The part file of one rank, locked while open; records are appended and flushed one by one.
 
-    An unfinished last line left by a killed run is cut off before anything is appended.
+    An unfinished last line left by a killed run is cut off before anything is appended; a part that holds no
+    record when closed (a run refused or stopped before its first) is removed, while still locked.
     """
 
     def __init__(self, out: Path, rank: int):
@@ -177,6 +189,8 @@ class PartWriter:
         self.written += 1
 
     def close(self) -> None:
+        if not self.file.closed and self.file.seek(0, os.SEEK_END) == 0:
+            self.path.unlink(missing_ok=True)
         self.file.close()
 
     def __enter__(self):
@@ -212,7 +226,7 @@ def merge(out: Path, order: list[str] | None = None, kind: Kind = CAPTIONS) -> i
                     added.setdefault(record_id(record), record)
         rank = {id: i for i, id in enumerate(order or [])}
         records += sorted(added.values(), key=lambda r: rank.get(record_id(r), len(rank)))
-        unfinished = out.exists() and out.suffix != ".parquet" and not out.read_bytes().endswith(b"\n")
+        unfinished = out.exists() and not is_parquet(out) and not out.read_bytes().endswith(b"\n")
         if parts or not out.exists() or unfinished and out.stat().st_size:
             write_records(out, records)
         for part in parts:
