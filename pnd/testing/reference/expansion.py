@@ -45,7 +45,8 @@ _SECONDS_FRAMES = r"(?:<[0-9.]+ seconds><\|vision_start\|>(?:<\|video_pad\|>)+<\
 _MUSE = (r"<\|vid_start\|>Time: [0-9.]+s(?:<\|video\|>)+(?:<\|vid_frame_separator\|>Time: [0-9.]+s(?:<\|video\|>)+)*"
          r"<\|vid_end\|>|<\|image_start\|>(?:<\|patch\|>)+<\|image_end\|>")
 TEXT_EXPANDED = {
-    "internvl": rf"Frame1: {_INTERNVL_FRAME}(?:\nFrame[0-9]+: {_INTERNVL_FRAME})*|{_INTERNVL_FRAME}",
+    # a video's frames count from 1 again in the next video: the newline between two is the template's
+    "internvl": rf"Frame1: {_INTERNVL_FRAME}(?:\nFrame(?!1:)[0-9]+: {_INTERNVL_FRAME})*|{_INTERNVL_FRAME}",
     "smolvlm": r"You are provided the following series of [a-z -]+ frames from a [0-9:]+ \[H:MM:SS\] video\.\n"
                rf"(?:\nFrame from [0-9]+:[0-9][0-9]:{_SMOLVLM_IMAGE})+\n\n"
                rf"|(?:(?:{_SMOLVLM_TILE})+\n)+\n{_SMOLVLM_IMAGE}|{_SMOLVLM_IMAGE}",

@@ -14,7 +14,7 @@ PIXEL_KEYS = ("pixel_values", "pixel_values_images", "pixel_values_videos", "ima
               "image_token_pooling", "image_grids", "image_num_crops", "video_token_pooling", "video_grids",
               "image_grid_hw", "image_merge_sizes", "video_merge_sizes", "video_compression_mask", "target_sizes",
               "target_sizes_videos", "pixel_attention_mask", "spatial_shapes", "pixel_values_local", "num_local_patches",
-              "num_frames_per_video", "image_position_ids", "video_position_ids",
+              "num_frames_per_video", "image_position_ids", "video_position_ids", "batch_num_images",
               "qformer_input_ids", "qformer_attention_mask",  # the Q-Former families: the instruction the queries read
               "pixel_mask", "high_res_pixel_values",  # Aria's padding mask, DeepSeek-VL hybrid's SAM input
               "flattened_patches")  # Kosmos-2.5's patches
