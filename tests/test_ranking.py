@@ -112,3 +112,17 @@ def test_sinkhorn_refuses_bad_arguments():
         sinkhorn(SCORES, temperature=0.0)
     with pytest.raises(ValueError, match="iterations"):
         sinkhorn(SCORES, iterations=0)
+
+
+def scores_with_ranks(wanted):
+    """A (queries x 4) score matrix whose target (candidate 0) has rank `wanted[q]` for query q: the target scores 0
+    and rank - 1 other candidates score 1."""
+    return torch.tensor([[0.0] + [1.0 if j < rank - 1 else -1.0 for j in range(3)] for rank in wanted])
+
+
+@pytest.mark.parametrize("wanted", [[1, 1, 4, 4], [2, 1], [3, 1, 2], [4, 2, 1, 3, 2, 1], [2]])
+def test_median_rank_of_an_even_count_is_the_mean_of_the_two_middle_ranks(wanted):
+    targets = torch.zeros(len(wanted), dtype=torch.long)
+    assert ranks(scores_with_ranks(wanted), targets).tolist() == wanted
+    middle = sorted(wanted)[(len(wanted) - 1) // 2 : len(wanted) // 2 + 1]  # one rank (odd count) or two (even)
+    assert retrieval_metrics(scores_with_ranks(wanted), targets)["MedR"] == sum(middle) / len(middle)

@@ -105,7 +105,11 @@ def main_retrieve(setup, *extra, captions=None, videos=None):
 @pytest.mark.parametrize("args, message", [
     (["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
     (["--frames", "-3"], "--frames must be at least 1, got -3"),
-    (["--top-k", "0"], "--top-k must be at least 1, got 0"),
+    (["--first-stage", "sims.npy", "--top-k", "0"], "--top-k must be at least 1, got 0"),
+    (["--first-stage", "sims.npy", "--fuse", "nan"], "--fuse must be a finite number"),
+    (["--first-stage", "sims.npy", "--fuse", "inf"], "--fuse must be a finite number"),
+    (["--top-k", "5"], "--top-k sets the reranking of --first-stage, which is not given"),
+    (["--fuse", "0.5"], "--fuse sets the reranking of --first-stage, which is not given"),
     (["--workers", "-1"], "--workers must be 0 (decode in the main process) or more, got -1"),
     (["--alpha", "nan"], "alpha must be a finite number"),
     (["--device", "bogus"], "--device bogus: not a device name; pass cpu, cuda, cuda:1, mps"),
@@ -312,3 +316,69 @@ def test_a_missing_model_folder_is_one_line_before_any_write(setup, tmp_path, co
     said = refusal(command, *args, "--model", tmp_path / "missing", "--out", out)
     assert "missing: no such folder" in said, said
     assert not out.exists()
+
+
+def test_captions_files_are_utf8_with_or_without_a_byte_order_mark_and_any_suffix_case(setup, tmp_path, no_model):
+    """As `pnd caption` reads its list files and manifests: a BOM is dropped, `.JSONL` is JSON lines, and a file that is
+    not UTF-8 is one line naming it and the fix."""
+    from pnd.cli.retrieve import read_captions
+
+    (tmp_path / "bom.txt").write_text("a red circle\na blue square\n", encoding="utf-8-sig")
+    assert read_captions(tmp_path / "bom.txt") == (["a red circle", "a blue square"], [None, None])
+    rows = [{"caption": "a red circle", "video": "v0.mp4"}, {"caption": "a blue square"}]
+    expected = (["a red circle", "a blue square"], ["v0.mp4", None])
+    for name, encoding in [("bom.jsonl", "utf-8-sig"), ("upper.JSONL", "utf-8")]:
+        (tmp_path / name).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding=encoding)
+        assert read_captions(tmp_path / name) == expected
+    (tmp_path / "latin1.txt").write_bytes("un caf\u00e9\n".encode("latin-1"))
+    message = refusal("retrieve", setup / "videos", "--captions", tmp_path / "latin1.txt", "--model", setup / "model",
+                      "--out", tmp_path / "o")
+    assert message.startswith(f"pnd retrieve: --captions {tmp_path / 'latin1.txt'} is not UTF-8 text") and \
+        message.endswith("save it as UTF-8."), message
+
+
+def brute_force_r_at_1(scores, targets):
+    """Percent of rows whose target scores above every other caption (a tie counts against it)."""
+    hits = [all(row[t] > s for j, s in enumerate(row) if j != t) for row, t in zip(scores.tolist(), targets)]
+    return 100 * sum(hits) / len(hits)
+
+
+def two_clips(setup, root):
+    """`root/a/clip.mp4` and `root/b/clip.mp4`: two videos of one file name."""
+    for folder, source in (("a", "v0.mp4"), ("b", "v2.mp4")):
+        (root / folder).mkdir(parents=True)
+        os.link(setup / "videos" / source, root / folder / "clip.mp4")
+    return root
+
+
+def test_a_caption_video_that_could_mean_two_videos_is_refused_before_any_model_loads(setup, tmp_path, no_model):
+    ambiguous = tmp_path / "ambiguous.jsonl"
+    ambiguous.write_text(json.dumps({"caption": "a red circle", "video": "clip.mp4"}) + "\n")
+    with pytest.raises(SystemExit, match="names the video 'clip.mp4', which could be any of .*a/clip.mp4, .*b/clip.mp4"):
+        main_retrieve(setup, "--out", tmp_path / "out", captions=ambiguous, videos=two_clips(setup, tmp_path / "dup"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_ground_truth_matches_the_path_a_caption_names_not_just_its_file_name(setup, tmp_path):
+    """Each caption's "video" (relative to the captions file) names its own clip.mp4; the outputs name both apart."""
+    two_clips(setup, tmp_path / "dup")
+    captions = tmp_path / "dup" / "caps.jsonl"
+    captions.write_text(json.dumps({"caption": "a red circle", "video": "a/clip.mp4"}) + "\n" +
+                        json.dumps({"caption": "a blue square", "video": "b/clip.mp4"}) + "\n")
+    assert main_retrieve(setup, "--out", tmp_path / "out", captions=captions, videos=tmp_path / "dup") == 0
+    saved = torch.load(tmp_path / "out" / "scores.pt")
+    assert saved["videos"] == ["a/clip.mp4", "b/clip.mp4"]
+    rankings = [json.loads(line)["video"] for line in (tmp_path / "out" / "rankings.jsonl").read_text().splitlines()]
+    assert rankings == ["a/clip.mp4", "b/clip.mp4"]
+    r1 = brute_force_r_at_1(saved["normalized"], [0, 1])
+    assert f"| prior-normalized (alpha=0.9) | {r1:.1f} |" in (tmp_path / "out" / "metrics.md").read_text()
+
+
+def test_videos_without_a_ground_truth_caption_are_named_and_no_metrics_are_written(setup, tmp_path, capfd):
+    captions = tmp_path / "caps.jsonl"
+    captions.write_text(json.dumps({"caption": "a red circle", "video": "elsewhere/v0.mp4"}) + "\n" +
+                        json.dumps({"caption": "a blue square"}) + "\n")
+    assert main_retrieve(setup, "--out", tmp_path / "out", captions=captions, videos=setup / "videos" / "v1.mp4") == 0
+    err = capfd.readouterr().err
+    assert "1 of the 1 video(s) have no ground-truth caption (v1.mp4), so no metrics are computed" in err, err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["rankings.jsonl", "rows.jsonl", "scores.pt"]

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -62,7 +63,7 @@ def read_inputs(sources: list[str | Path]) -> list[Item]:
         if source.is_file() and source.suffix.lower() in MANIFESTS:
             named += _manifest(source)
         elif source.is_file() and source.suffix.lower() in LISTS:
-            lines = [line.strip() for line in source.read_text(encoding=TEXT).splitlines()]
+            lines = [line.strip() for line in read_text(source).splitlines()]
             named += [(_item(source.parent / line), f"{source}, line {number}")
                       for number, line in enumerate(lines, 1) if line and not line.startswith("#")]
         else:
@@ -77,6 +78,20 @@ def read_inputs(sources: list[str | Path]) -> list[Item]:
     if len(first) < len(named):
         print(f"pnd: {len(named) - len(first)} video(s) named more than once; each is captioned once", file=sys.stderr)
     return [item for item, _ in first.values()]
+
+
+def read_text(path: Path) -> str:
+    """The text of a list file, manifest or captions file: UTF-8, a leading byte order mark dropped, line ends as they
+    are (`str.splitlines` and `csv` read them all).
+
+    Raises:
+        InputsError: for a file that is not UTF-8 (e.g. saved as Latin-1 or UTF-16), naming it and the fix.
+    """
+    try:
+        return path.read_bytes().decode(TEXT)
+    except UnicodeDecodeError as error:
+        raise InputsError(f"{path} is not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start}); "
+                          "save it as UTF-8.") from error
 
 
 def _item(path: Path, prompt: str | None = None, id: str | None = None) -> Item:
@@ -108,10 +123,10 @@ def _rows(path: Path) -> list[dict]:
         except Exception as error:  # pyarrow raises several types for files that are not Parquet
             raise InputsError(f"{path} cannot be read as Parquet ({error}).") from error
     if suffix == ".csv":
-        with open(path, newline="", encoding=TEXT) as f:
-            return [{k: v or None for k, v in row.items()} for row in csv.DictReader(f)]
+        rows = csv.DictReader(io.StringIO(read_text(path), newline=""))
+        return [{k: v or None for k, v in row.items()} for row in rows]
     rows = []
-    for number, line in enumerate(path.read_text(encoding=TEXT).splitlines(), 1):
+    for number, line in enumerate(read_text(path).splitlines(), 1):
         if line.strip():
             try:
                 rows.append(json.loads(line))

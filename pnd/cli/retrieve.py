@@ -3,9 +3,12 @@
     pnd retrieve videos/ --captions captions.jsonl --model llava-hf/llava-onevision-qwen2-7b-ov-hf \
         --alpha 0.9 --out results/ [--first-stage sims.npy --top-k 10 --fuse 0.0] [--plot]
 
-Captions: a .txt file (one per line; with --aligned the i-th caption belongs to the i-th video) or a
-.jsonl file of {"caption": ..., "video": file name} (the "video" field gives the ground truth).
-Writes scores.pt, rankings.jsonl and metrics.md (with ground truth) into --out.
+Captions: a UTF-8 .txt file (one per line; with --aligned the i-th caption belongs to the i-th video) or a
+.jsonl file of {"caption": ..., "video": path} (the "video" field gives the ground truth). A "video" is read as in
+`pnd caption`'s manifests: a path relative to the captions file's folder, or absolute; if no such file exists, the
+one listed video whose path ends with it (`clip.mp4`, `a/clip.mp4`); one that could mean two listed videos is refused.
+Writes scores.pt, rankings.jsonl and metrics.md (if every video has a ground-truth caption) into --out, naming videos
+by their paths from the folder that holds them all.
 
 Data parallel and resumable as `pnd caption`: under torchrun / accelerate each rank scores every
 WORLD_SIZE-th video and appends its score rows, one JSON record per video keyed by the video's resolved
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -32,7 +36,7 @@ from ..extras import pyplot
 from ..io.video import list_videos
 from ..scoring.ranking import dual_softmax, inverted_softmax, rerank, retrieval_metrics, sinkhorn
 from ..validation import check_alpha_and_prior
-from .inputs import decoded_videos
+from .inputs import InputsError, decoded_videos, read_text
 from .launch import Launch, add_model_arguments, check_counts, check_model_arguments, load_for_rank
 from .records import ROW, ROWS, PartWriter, RecordsError, file_in_the_way, finished_records, merge, read_records
 from .signals import stopped_by
@@ -48,8 +52,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--frames", type=int, default=8)
     parser.add_argument("--aligned", action="store_true", help="the i-th caption of a .txt belongs to the i-th video")
     parser.add_argument("--first-stage", help="first-stage similarities (videos x captions), .npy or .pt")
-    parser.add_argument("--top-k", type=int, default=10, help="candidates reranked per video with --first-stage")
-    parser.add_argument("--fuse", type=float, default=0.0, help="weight of the first-stage similarity added")
+    parser.add_argument("--top-k", type=int, help="with --first-stage: candidates reranked per video (default 10)")
+    parser.add_argument("--fuse", type=float, help="with --first-stage: weight of the first-stage similarity added to "
+                        "the reranked scores (a finite number; default 0)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--workers", type=int, default=2,
                         help="processes decoding videos while the model scores (0: in the main process; default 2)")
@@ -63,14 +68,19 @@ def fail(message: str):
 
 
 def read_captions(path: Path) -> tuple[list[str], list[str | None]]:
-    """(captions, ground-truth video name or None for each caption); a bad line is named by its number."""
+    """(captions, the "video" of each caption or None); a bad line is named by its number. UTF-8 (a byte order mark
+    is dropped) as `pnd caption`'s list files and manifests."""
     if not path.is_file():
         fail(f"--captions {path}: no such file.")
+    try:
+        text = read_text(path)
+    except InputsError as error:
+        fail(f"--captions {error}")
     captions, videos = [], []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        if path.suffix == ".jsonl":
+        if path.suffix.lower() == ".jsonl":
             try:
                 row = json.loads(line)
                 caption, video = row["caption"], row.get("video")
@@ -80,6 +90,9 @@ def read_captions(path: Path) -> tuple[list[str], list[str | None]]:
             caption, video = line.strip(), None
         if not isinstance(caption, str) or not caption.strip():
             fail(f"{path}, line {number}: the caption {caption!r} is empty; give it words or remove the line.")
+        if video is not None and (not isinstance(video, str) or not video.strip()):
+            fail(f"{path}, line {number}: 'video' must be the path of the caption's video, got {video!r}; leave it out "
+                 "for a caption of no listed video.")
         captions.append(caption)
         videos.append(video)
     if not captions:
@@ -109,6 +122,13 @@ def load_first_stage(path: str, shape: tuple[int, int]) -> torch.Tensor:
 
 
 def check_arguments(args) -> None:
+    for option, default in (("top_k", 10), ("fuse", 0.0)):
+        if getattr(args, option) is not None and not args.first_stage:
+            fail(f"--{option.replace('_', '-')} sets the reranking of --first-stage, which is not given: pass "
+                 "--first-stage sims.npy, or drop it.")
+        setattr(args, option, default if getattr(args, option) is None else getattr(args, option))
+    if not math.isfinite(args.fuse):
+        fail(f"--fuse must be a finite number (the weight of the first-stage similarity), got {args.fuse}.")
     try:
         check_counts(args, ("batch_size", "frames", "top_k"))
         check_alpha_and_prior(args.alpha, "masked")
@@ -135,14 +155,15 @@ def run(args) -> int:
     if args.aligned and len(paths) != len(captions):
         fail(f"--aligned pairs the i-th caption with the i-th video, but there are {len(captions)} caption(s) and "
              f"{len(paths)} video(s).")
+    truth = list(range(len(paths))) if args.aligned else ground_truth(paths, captions, caption_videos,
+                                                                       Path(args.captions))
     first = load_first_stage(args.first_stage, (len(paths), len(captions))) if args.first_stage else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     launch = Launch.from_env()
     launch.start()
     try:
-        return score_shard(args, out, paths, Rows(captions, first, settings_key(args, captions, first)), launch,
-                           caption_videos)
+        return score_shard(args, out, paths, Rows(captions, first, settings_key(args, captions, first)), launch, truth)
     finally:
         launch.stop()
 
@@ -165,7 +186,7 @@ def settings_key(args, captions: list[str], first) -> str:
     return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
 
 
-def score_shard(args, out: Path, paths: list[Path], rows: Rows, launch: Launch, caption_videos: list) -> int:
+def score_shard(args, out: Path, paths: list[Path], rows: Rows, launch: Launch, truth: list) -> int:
     """Score this rank's share of the videos `out` has no rows for yet, then rank 0 merges and reports."""
     rows_file = out / ROWS
     ids = [str(path.resolve()) for path in paths]
@@ -196,7 +217,7 @@ def score_shard(args, out: Path, paths: list[Path], rows: Rows, launch: Launch, 
     status = 1 if failed else 0
     if launch.rank == 0:
         merge(rows_file, order=ids, kind=ROW)
-        status = report(args, paths, ids, rows.captions, caption_videos, read_records(rows_file, kind=ROW))
+        status = report(args, paths, ids, rows.captions, truth, read_records(rows_file, kind=ROW))
     elif failed:
         print(f"pnd retrieve: {len(failed)} video(s) of rank {launch.rank} failed: {', '.join(failed)}", file=sys.stderr)
     launch.barrier()  # no rank exits (which makes the launcher stop the others) before rank 0 has written
@@ -245,7 +266,7 @@ def score_videos(args, paths: list[Path], ids: list[str], indices: list[int], ro
         part.write({"id": ids[i], "video": str(paths[i]), "run": rows.key, **{k: v.tolist() for k, v in row.items()}})
 
 
-def report(args, paths: list[Path], ids: list[str], captions: list[str], caption_videos: list, records: list[dict]) -> int:
+def report(args, paths: list[Path], ids: list[str], captions: list[str], truth: list, records: list[dict]) -> int:
     """Write scores.pt, rankings.jsonl, metrics.md (and scores.png) from the rows of every readable video."""
     by_id = {r["id"]: r for r in records}
     kept = [i for i, id in enumerate(ids) if id in by_id]
@@ -255,7 +276,8 @@ def report(args, paths: list[Path], ids: list[str], captions: list[str], caption
         return 1
     keys = [k for k in ("normalized", "conditional", "prior", "first_stage") if k in by_id[ids[kept[0]]]]
     matrices = {k: torch.tensor([by_id[ids[i]][k] for i in kept], dtype=torch.float32) for k in keys}
-    names = [paths[i].name for i in kept]
+    every_name = video_names(paths)
+    names = [every_name[i] for i in kept]
     normalized = matrices["normalized"]
     out = Path(args.out)
     torch.save({**matrices, "videos": names, "captions": captions, "alpha": args.alpha}, out / "scores.pt")
@@ -268,7 +290,7 @@ def report(args, paths: list[Path], ids: list[str], captions: list[str], caption
         print(f"pnd retrieve: the model gave NaN scores (see {out}/scores.pt); no metrics. Try another --dtype "
               "or device.", file=sys.stderr)
         return 1
-    targets = torch.tensor(kept) if args.aligned else ground_truth(names, caption_videos)
+    targets = targets_of([truth[i] for i in kept], names)
     if targets is not None:
         table = metrics_table(matrices, targets, args.alpha)
         if "conditional" in matrices:
@@ -292,15 +314,47 @@ def caption_lengths(model: str, captions: list[str]) -> list[int]:
     return [len(tokenizer(c, add_special_tokens=False).input_ids) for c in captions]
 
 
-def ground_truth(names, caption_videos) -> torch.Tensor | None:
-    """Index of the ground-truth caption of each video (video->text) from the captions' "video" fields, or None."""
-    index = {}
+def video_names(paths: list[Path]) -> list[str]:
+    """Each listed video's path from the deepest folder that holds them all: unambiguous, and short."""
+    absolute = [os.path.abspath(path) for path in paths]
+    root = os.path.commonpath([os.path.dirname(path) for path in absolute])
+    return [os.path.relpath(path, root) for path in absolute]
+
+
+def ground_truth(paths: list[Path], captions: list[str], caption_videos: list, manifest: Path) -> list[int | None]:
+    """The index of each listed video's ground-truth caption (the first whose "video" names it, as the module says)."""
+    ids = [str(path.resolve()) for path in paths]
+    by_id, by_name = {}, {}
+    for i, path in enumerate(paths):
+        by_id.setdefault(ids[i], []).append(i)
+        by_name.setdefault(path.name, []).append(i)
+    truth = [None] * len(paths)
     for c, video in enumerate(caption_videos):
-        if video is not None:
-            index.setdefault(Path(video).name, c)
-    if not all(n in index for n in names):
-        return None
-    return torch.tensor([index[n] for n in names])
+        if video is None:
+            continue
+        path = manifest.parent / video  # a file there that is not listed: a caption of an unlisted video
+        named = by_id.get(str(path.resolve()), [] if path.exists() else None)
+        if named is None:
+            normal = Path(os.path.normpath(video))
+            named = [i for i in by_name.get(normal.name, []) if Path(os.path.abspath(paths[i])).parts[-len(normal.parts):]
+                     == normal.parts]
+            if len({ids[i] for i in named}) > 1:
+                fail(f"{manifest}: the caption {captions[c]!r} names the video {video!r}, which could be any of "
+                     f"{', '.join(str(paths[i]) for i in named)}; give its path from {manifest.parent} (or absolute).")
+        for i in named:
+            truth[i] = c if truth[i] is None else truth[i]
+    return truth
+
+
+def targets_of(truth: list[int | None], names: list[str]) -> torch.Tensor | None:
+    """The ground-truth caption of each scored video; None, said in one line, when one or more have none."""
+    missing = [name for name, target in zip(names, truth) if target is None]
+    if not missing:
+        return torch.tensor(truth)
+    shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+    print(f"pnd retrieve: {len(missing)} of the {len(names)} video(s) have no ground-truth caption ({shown}), so no "
+          "metrics are computed; give each a caption whose \"video\" names it (or use --aligned).", file=sys.stderr)
+    return None
 
 
 def metrics_table(matrices: dict, targets: torch.Tensor, alpha: float) -> str:

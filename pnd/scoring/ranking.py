@@ -39,6 +39,9 @@ def ranks(scores: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Te
 def retrieval_metrics(scores: torch.Tensor, targets: torch.Tensor | None = None) -> dict[str, float]:
     """R@1/5/10 (percent), median rank and mean rank of the target candidates.
 
+    The median rank of an even number of queries is the mean of the two middle ranks, as in the retrieval papers
+    (`numpy.median`): ranks 1 and 2 give 1.5.
+
     Args:
         scores: (queries, candidates) scores, higher is better.
         targets: the target candidate of each query (default: the diagonal).
@@ -48,11 +51,11 @@ def retrieval_metrics(scores: torch.Tensor, targets: torch.Tensor | None = None)
 
     Example:
         >>> retrieval_metrics(torch.tensor([[3., 1.], [2., 0.]]))
-        {'R@1': 50.0, 'R@5': 100.0, 'R@10': 100.0, 'MedR': 1.0, 'MeanR': 1.5}
+        {'R@1': 50.0, 'R@5': 100.0, 'R@10': 100.0, 'MedR': 1.5, 'MeanR': 1.5}
     """
     r = ranks(scores, targets).double()
     metrics = {f"R@{k}": float((r <= k).double().mean() * 100) for k in (1, 5, 10)}
-    metrics["MedR"] = float(r.median())
+    metrics["MedR"] = float(r.quantile(0.5))  # torch.median would take the lower middle rank
     metrics["MeanR"] = float(r.mean())
     return metrics
 
@@ -173,7 +176,7 @@ def rerank(first_stage: torch.Tensor, top_k: int, score_fn, fuse: float = 0.0) -
     """
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}.")
-    out = torch.full(first_stage.shape, float("-inf"))
+    out = torch.full(first_stage.shape, float("-inf"), dtype=torch.float32)
     candidates = first_stage.topk(min(top_k, first_stage.shape[1]), dim=1).indices
     for query, chosen in enumerate(candidates):
         out[query, chosen] = score_fn(query, chosen.tolist()).float() + fuse * first_stage[query, chosen].float()
