@@ -108,21 +108,25 @@ def test_image_prompt_matches_brute_force(models, name, model_type):
     assert torch.equal(out.sequences[:, inputs["input_ids"].shape[1]:], tokens)
 
 
+def assert_beam_scores(model, reference_model, inputs, out, reference):
+    """Each returned beam's sequence score is the reference's forced scores of its tokens (to its end), per token."""
+    prompt_len = inputs["input_ids"].shape[1]
+    for row in range(out.sequences.shape[0]):
+        generated = out.sequences[row, prompt_len:]
+        ends = (generated == eos(model)[0]).nonzero()
+        length = int(ends[0, 0]) + 1 if len(ends) else len(generated)
+        scores = forced(reference_model, inputs, generated[None, :length], reference)[0]
+        total = scores.gather(1, generated[:length, None]).sum()
+        torch.testing.assert_close(out.sequences_scores[row], total / length, atol=2e-4, rtol=0)
+
+
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_beam_search_sampling_and_static_cache_match_brute_force(models, name, model_type):
     model, processor, reference_model = models(model_type)
     ours, reference = method_on(name, model_type)
     one, batch = (tiny_inputs(processor, model_type, prompts) for prompts in (PROMPTS[:1], PROMPTS))
-    out = generate(model, one, ours, **BEAM)
-    prompt_len = one["input_ids"].shape[1]
-    for row in range(out.sequences.shape[0]):
-        generated = out.sequences[row, prompt_len:]
-        ends = (generated == eos(model)[0]).nonzero()
-        length = int(ends[0, 0]) + 1 if len(ends) else len(generated)
-        scores = forced(reference_model, one, generated[None, :length], reference)[0]
-        total = scores.gather(1, generated[:length, None]).sum()
-        torch.testing.assert_close(out.sequences_scores[row], total / length, atol=2e-4, rtol=0)
+    assert_beam_scores(model, reference_model, one, generate(model, one, ours, **BEAM), reference)
     torch.manual_seed(3)
     out = generate(model, batch, ours, min_new_tokens=STEPS, **SAMPLE)
     generated = out.sequences[:, batch["input_ids"].shape[1]:]
@@ -333,14 +337,8 @@ def test_families_reached_through_the_registry_beam_search_and_sampling_match_br
     ours, reference = METHODS[name](**REACHED[model_type][name])
     one = tiny_inputs(processor, model_type, PROMPTS[:1], image=True)
     prompt_len = one["input_ids"].shape[1]
-    out = None if model_type in ("llama4", "fuyu") else generate(model, one, ours, **BEAM)
-    for row in range(0 if out is None else out.sequences.shape[0]):
-        generated = out.sequences[row, prompt_len:]
-        ends = (generated == eos(model)[0]).nonzero()
-        length = int(ends[0, 0]) + 1 if len(ends) else len(generated)
-        scores = forced(reference_model, one, generated[None, :length], reference)[0]
-        total = scores.gather(1, generated[:length, None]).sum()
-        torch.testing.assert_close(out.sequences_scores[row], total / length, atol=2e-4, rtol=0)
+    if model_type not in ("llama4", "fuyu"):
+        assert_beam_scores(model, reference_model, one, generate(model, one, ours, **BEAM), reference)
     torch.manual_seed(3)
     out = generate(model, one, ours, min_new_tokens=STEPS, **SAMPLE)
     assert_method_scores(model, torch.stack(out.scores, 1),
