@@ -499,3 +499,27 @@ def test_batches_of_one_prompt_and_similar_length_give_the_records_of_one_video_
     assert sorted(calls) == [(prompts[0], 3), (prompts[1], 3)]  # in listed order: 4 calls of 2, 1, 1 and 1 video(s)
     assert records(tmp_path / "batched.jsonl") == records(tmp_path / "one.jsonl")
     assert [r["id"] for r in records(tmp_path / "batched.jsonl")] == [str(p.resolve()) for p in paths]
+
+
+def test_captions_are_greedy_whatever_beams_the_checkpoint_sets(videos):
+    """`pnd caption` says greedy: a checkpoint whose generation_config sets num_beams=3 made it beam search (and
+    num_return_sequences=2 made it fail)."""
+    from pnd.decoding.captioning import generate_captions
+    from pnd.scoring.explain import explain
+
+    model, processor = load_demo_model()
+    pnd.attach(model)
+    frames = [read_video(videos / "videos" / name, 8) for name in ("a.mp4", "c.mp4")]
+    greedy = generate_captions(model, processor, frames, 0.5, max_new_tokens=8)
+    model.generation_config.num_beams, model.generation_config.num_return_sequences = 3, 2
+    assert generate_captions(model, processor, frames, 0.5, max_new_tokens=8) == greedy
+    prompt = processor.apply_chat_template(
+        [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "Describe the video."}]}],
+        add_generation_prompt=True)
+    inputs = processor(text=[prompt], videos=frames[:1], return_tensors="pt")
+    beams = model.generate(**inputs, max_new_tokens=8, do_sample=False, logits_processor=[pnd.PriorNormalized(0.5)])
+    assert beams.shape[0] == 2  # the checkpoint's defaults do reach a plain generate call
+    explained = explain(model, processor, inputs, 0.5, max_new_tokens=8)  # `pnd explain`: greedy, and forced
+    assert explained.normalized_text.strip() == greedy[0]
+    assert explain(model, processor, inputs, 0.5, max_new_tokens=8, method=pnd.M3ID()).plain_text == \
+        explained.plain_text

@@ -220,12 +220,38 @@ def test_unsupported_generate_options(tiny, kwargs, message):
         model.generate(**inputs, max_new_tokens=2, logits_processor=[pnd.PriorNormalized(0.5)], **kwargs)
 
 
-def test_two_normalizers_in_one_call(tiny):
+@pytest.mark.parametrize("processors, named", [
+    ((pnd.PriorNormalized(0.5), pnd.PriorNormalized(0.2)), "PriorNormalized, PriorNormalized"),
+    ((pnd.PAI(start_layer=0), pnd.VISTA()), "PAI, VISTA"),  # the message named PriorNormalized and M3ID only
+])
+def test_two_of_pnds_processors_in_one_call_are_refused_naming_them(tiny, processors, named):
     model, processor = tiny("llava_onevision")
     pnd.attach(model)
-    with pytest.raises(ValueError, match="one PriorNormalized"):
-        model.generate(**tiny_inputs(processor, "llava_onevision"), max_new_tokens=2,
-                       logits_processor=[pnd.PriorNormalized(0.5), pnd.PriorNormalized(0.2)])
+    with pytest.raises(ValueError, match=rf"generate got 2 of pnd's processors \({named}\).* pass one per generate"):
+        model.generate(**tiny_inputs(processor, "llava_onevision"), max_new_tokens=2, logits_processor=list(processors))
+
+
+def test_a_custom_generate_loop_without_the_cache_is_named_in_the_refusal(tiny):
+    """A `custom_generate` callable that runs the model without generate's cache bypasses the paired forward: pnd can
+    only say so at the first step (its message named assisted decoding only); generate's own loops decode exactly."""
+    from transformers import GenerationMixin
+
+    model, processor = tiny("llava_onevision")
+    pnd.attach(model)
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS[:1])
+
+    def uncached(model, input_ids, logits_processor, stopping_criteria, generation_config, **kwargs):
+        for _ in range(generation_config.max_new_tokens):
+            logits = model(input_ids=input_ids, **{k: v for k, v in kwargs.items() if "pixel" in k or "sizes" in k},
+                           attention_mask=torch.ones_like(input_ids), use_cache=False).logits[:, -1]
+            input_ids = torch.cat([input_ids, logits_processor(input_ids, logits).argmax(-1, keepdim=True)], 1)
+        return input_ids
+
+    run = dict(max_new_tokens=2, do_sample=False, logits_processor=[pnd.PriorNormalized(0.5)])
+    with pytest.raises(RuntimeError, match="a custom_generate loop that calls the model without generate's cache"):
+        model.generate(**inputs, **run, custom_generate=uncached)
+    assert torch.equal(model.generate(**inputs, **run, custom_generate=GenerationMixin._sample),
+                       model.generate(**inputs, **run))
 
 
 def test_processor_outside_generate():

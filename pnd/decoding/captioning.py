@@ -20,6 +20,8 @@ from ..validation import check_frames
 from .logits_processor import PriorNormalized
 from .methods import method as registered_method
 
+GREEDY = {"do_sample": False, "num_beams": 1, "num_return_sequences": 1}  # whatever the checkpoint's defaults say
+
 
 class VideosRefused(ValueError):
     """The processor refused the videos of a `generate_captions` call (e.g. Qwen2-VL's, a frame's aspect ratio over
@@ -76,5 +78,5 @@ def generate_captions(model, processor, videos: list[torch.Tensor], alpha: float
             extra["prior_inputs"] = prompts(contrast)
     else:
         processors = [] if alpha is None else [PriorNormalized(alpha, plausibility=plausibility)]
-    out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, logits_processor=processors, **extra)
+    out = model.generate(**inputs, max_new_tokens=max_new_tokens, **GREEDY, logits_processor=processors, **extra)
     return [c.strip() for c in processor.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)]

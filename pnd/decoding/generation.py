@@ -60,7 +60,8 @@ class Generation:
         if not self.pending:
             raise RuntimeError(
                 "PriorNormalized found no prior logits for this step: this decoding mode bypasses the paired "
-                "forward (assisted/speculative decoding is not supported)."
+                "forward (assisted/speculative decoding, or a custom_generate loop that calls the model without "
+                "generate's cache, is not supported). Decode with generate's own loops (greedy, beam search, sampling)."
             )
         return self.pending.pop()
 

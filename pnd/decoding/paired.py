@@ -190,7 +190,9 @@ def _generate_carried(model, attachment: Attachment, *args, logits_processor=Non
             raise ValueError("generate got prior_inputs but no PriorNormalized(alpha, prior='inputs') processor.")
         return attachment.generate(*args, logits_processor=logits_processor, **kwargs)
     if len(normalizers) > 1:
-        raise ValueError("Pass one PriorNormalized (or M3ID) processor per generate call, not several.")
+        raise ValueError(f"generate got {len(normalizers)} of pnd's processors "
+                         f"({', '.join(type(p).__name__ for p in normalizers)}): each pairs the model's rows in its own "
+                         "way, so pass one per generate call (PriorNormalized, M3ID, PAI, ONLY or VISTA).")
     config = generation_config(model, kwargs)
     normalizer = normalizers[0]
     needs_prior = normalizer.needs_prior  # alpha=0 is plain generate, for every argument

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from ..attachment import is_attached
+from ..decoding.captioning import GREEDY
 from ..decoding.logits_processor import PairedProcessor, PriorNormalized
 from .forced import forced_steps
 from .scorer import CaptionScorer
@@ -91,7 +92,7 @@ def explain(model, processor, inputs: dict, alpha: float = 0.5, *, max_new_token
     prompt_length = inputs["input_ids"].shape[1]
     answers = []
     for processors in ([], [normalizer]):
-        out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False, logits_processor=processors,
+        out = model.generate(**inputs, max_new_tokens=max_new_tokens, **GREEDY, logits_processor=processors,
                              **(extra if processors else {}))
         answers.append(out[0, prompt_length:].tolist())
     if method is None:

@@ -24,7 +24,7 @@ from ..decoding.logits_processor import PairedProcessor
 
 # generate's own logits processors off, whatever the checkpoint's generation_config sets (a repetition_penalty
 # would change log p_c): the steps are the method's alone
-_PLAIN = {"num_beams": 1, "repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
+_PLAIN = {"num_beams": 1, "num_return_sequences": 1, "repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
           "encoder_no_repeat_ngram_size": 0, "bad_words_ids": None, "sequence_bias": None, "suppress_tokens": None,
           "begin_suppress_tokens": None, "min_length": 0, "min_new_tokens": None, "forced_bos_token_id": None,
           "forced_eos_token_id": None, "exponential_decay_length_penalty": None, "guidance_scale": None,
