@@ -42,9 +42,10 @@ _PER_ROW_INPUTS = ("input_ids", "inputs_embeds", "attention_mask", "token_type_i
 PAIRED_STEP = "pnd_paired_step"
 NEEDS_INPUT_IDS = "PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds."
 EMBEDDED_PROMPT = ("On a model whose generate runs its language model's generate (the Q-Former families: BLIP-2, "
-                   "InstructBLIP, InstructBLIP-Video; Kosmos-2), PriorNormalized takes prior='masked' or 'text' on a "
-                   "new prompt: not prior='blank', 'inputs' or 'noise' (VCD, ICD), nor past_key_values to continue. "
-                   "Use prior='masked' and pass the whole conversation as input_ids.")
+                   "InstructBLIP, InstructBLIP-Video; Kosmos-2), pnd's processors take prior='masked' or 'text' on a "
+                   "new prompt: not prior='blank', 'inputs' or 'noise' (VCD, ICD), nor ONLY's contrast rows (which "
+                   "rerun the inputs through the whole model), nor past_key_values to continue. Use prior='masked' "
+                   "(PriorNormalized, M3ID, PAI, VISTA) and pass the whole conversation as input_ids.")
 
 
 def paired_forward(model, attachment: Attachment, *args, **kwargs):
