@@ -232,8 +232,8 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     if given is not None and not _empty(given):
         return _continued_cache(model, generation, config, prompt, kwargs)
     kwargs.pop("past_key_values", None)  # an empty cache to fill (transformers' tests pass one): pnd's, of its kind
+    kwargs["cache_implementation"] = None  # generate takes a cache or a cache_implementation ("dynamic" named too)
     if config.cache_implementation != "static" and not isinstance(given, StaticCache):
-        kwargs["cache_implementation"] = None  # "dynamic", named: generate takes a cache or a cache_implementation
         return PairedCache(config=text_config)
     if not getattr(generation.attachment.architecture, "static_cache", True):
         raise ValueError(f"PriorNormalized (alpha > 0) does not support a static cache on "
@@ -243,7 +243,6 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
     attachment = generation.attachment
     given_len = given.get_max_length() if isinstance(given, StaticCache) else 0
     attachment.static_cache_len = max(max_length - 1, config.max_cache_len or 0, given_len, attachment.static_cache_len)
-    kwargs["cache_implementation"] = None
     kwargs.pop("max_cache_len", None)  # used here
     if steering_strength(generation.normalizer.interventions) is not None:  # VISTA: steps of one row, eager (a
         # cache that is not compileable: generate compiles nothing)

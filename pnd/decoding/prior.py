@@ -198,10 +198,11 @@ def masked_prefill(
     # every layer of this call keeps all its tokens (sliding-window ones too): lay_out_prior needs them
     cache = cache_from_layers(config, reused_layers, keep_all=True)
     attends = torch.cat([slots.reused[:, : slots.prefix], slots.computed], 1)
-    prefix = architecture_for(model).bidirectional_prefix(inputs, attention_mask)
+    architecture = architecture_for(model)
+    prefix = architecture.bidirectional_prefix(inputs, attention_mask)
     both_ways = None if prefix is None else prefix.gather(1, slots.index) & slots.computed
     key_positions = torch.cat([position_ids[..., : slots.prefix], slots.positions], -1)
-    language_model = architecture_for(model).language_model(model)  # its dtype, the masks': not the vision tower's
+    language_model = architecture.language_model(model)  # its dtype, the masks': not the vision tower's
     with kept_positions(slots.positions, key_positions):  # the call's tokens side by side, at these positions
         hidden = language_model(
             input_ids=input_ids.gather(1, slots.index),
