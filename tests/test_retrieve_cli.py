@@ -201,7 +201,7 @@ def assert_same_results(expected, got, videos):
 def test_inverted_softmax_row_normalizes_each_caption_over_the_videos():
     """A hub caption (0) that scores high for both videos: QB-Norm over the videos (the queries) takes it back.
     Worked by hand: column logsumexps -0.526 and -1.202 give rows [-0.474, -0.798] and [-0.974, -0.598]."""
-    from pnd.cli.retrieve import metrics_table
+    from pnd.cli.retrieval_report import metrics_table
 
     scores = torch.tensor([[-1.0, -2.0], [-1.5, -1.8]])
     table = metrics_table({"conditional": scores, "normalized": scores}, torch.arange(2), alpha=0.5)
@@ -276,6 +276,8 @@ def test_a_rerun_scores_nothing_again_and_refuses_rows_of_other_settings(setup, 
     assert again["videos"] == first["videos"] and torch.equal(again["normalized"], first["normalized"])
     with pytest.raises(SystemExit, match="holds score rows computed with other settings"):
         main_retrieve(setup, "--out", "out", "--alpha", "0.5")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["metrics.md", "rankings.jsonl", "rows.jsonl",
+                                                                   "scores.pt"]  # the refused run left no empty part
 
 
 @pytest.mark.parametrize("stop, status, word", [(signal.SIGINT, 130, "interrupted"),
@@ -321,7 +323,7 @@ def test_a_missing_model_folder_is_one_line_before_any_write(setup, tmp_path, co
 def test_captions_files_are_utf8_with_or_without_a_byte_order_mark_and_any_suffix_case(setup, tmp_path, no_model):
     """As `pnd caption` reads its list files and manifests: a BOM is dropped, `.JSONL` is JSON lines, and a file that is
     not UTF-8 is one line naming it and the fix."""
-    from pnd.cli.retrieve import read_captions
+    from pnd.cli.retrieval_inputs import read_captions
 
     (tmp_path / "bom.txt").write_text("a red circle\na blue square\n", encoding="utf-8-sig")
     assert read_captions(tmp_path / "bom.txt") == (["a red circle", "a blue square"], [None, None])
