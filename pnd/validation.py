@@ -178,3 +178,12 @@ def check_conditioned_logits(logits: torch.Tensor, where: str) -> None:
         raise ValueError(f"{where}: the model's forward over the prompt and its visual inputs gave NaN or inf logits "
                          "from finite pixel values: its visual features overflowed (a vision tower in float16 often "
                          "does). Load the model in bfloat16 or float32. pnd decodes and keeps nothing of such a pass.")
+
+
+REFUSED_PRIOR = "PriorNormalized (alpha > 0)"
+
+
+def refused_name(normalizer) -> str:
+    """The method a refusal names: the class the user passed (PriorNormalized: at an alpha that runs the prior)."""
+    method = type(normalizer).__name__
+    return REFUSED_PRIOR if method == "PriorNormalized" else method

@@ -46,6 +46,8 @@ def test_private_generation_apis_take_the_arguments_pnd_passes(tiny, model_type)
     ids = inputs["input_ids"]
     inspect.signature(model._prepare_generation_config).bind(None, max_new_tokens=2)
     inspect.signature(model._prepare_position_ids_for_generation).bind(ids, {})
+    inspect.signature(model._prepare_special_tokens).bind(model.generation_config, device=ids.device)
+    inspect.signature(model._prepare_attention_mask_for_generation).bind(ids, model.generation_config, {})
     inspect.signature(model._prepare_multimodal_encoder_kwargs_for_generation).bind(dict(inputs))
     inspect.signature(model._expand_multimodal_outputs).bind(ids, {}, expand_size=2)
     inspect.signature(DynamicCache).bind(ddp_cache_data=None, config=model.config.get_text_config(decoder=True))
@@ -76,6 +78,29 @@ def test_compat_calls_agree_with_what_generate_itself_does(tiny, model_type):
     encoded = generation.encode_visual_inputs(model, dict(inputs))
     for key, value in first["mm_encoder_outputs"].items():
         torch.testing.assert_close(encoded[key], value, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("pad_is_eos", [False, True])
+def test_the_inferred_attention_mask_is_the_one_generate_gives_a_prompt_without_one(tiny, pad_is_eos):
+    """A left-padded batch passed without its mask: generate's first forward gets 0 on the padding token, or ones
+    where the padding token is an eos token (it cannot tell padding from text then; generate drops a mask of ones, as
+    it drops one given); `inferred_attention_mask` too."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", ("Describe the video.", "What happens in this clip, in detail?"))
+    assert not inputs["attention_mask"].all()
+    del inputs["attention_mask"]
+    kwargs = {"pad_token_id": model.generation_config.eos_token_id} if pad_is_eos else {}
+    seen = []
+    handle = model.register_forward_pre_hook(lambda module, args, kw: seen.append(kw.get("attention_mask")),
+                                             with_kwargs=True)
+    try:
+        model.generate(**inputs, max_new_tokens=1, do_sample=False, **kwargs)
+    finally:
+        handle.remove()
+    config = generation.generation_config(model, {**inputs, **kwargs})
+    inferred = generation.inferred_attention_mask(model, config, inputs["input_ids"])
+    assert bool(inferred.all()) == pad_is_eos
+    assert torch.equal(inferred, torch.ones_like(inferred) if seen[0] is None else seen[0])
 
 
 def test_cache_from_layers_holds_the_given_states():

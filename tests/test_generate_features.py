@@ -124,6 +124,21 @@ def test_an_empty_cache_object_decodes_as_the_reference(tiny, kind):
         torch.testing.assert_close(got[finite], want[finite], atol=1e-4, rtol=0)
 
 
+def test_a_generation_config_object_decodes_as_the_reference_without_a_warning_about_pnds_arguments(tiny, capfd):
+    """generate(..., generation_config=GenerationConfig(...)): transformers warns when arguments are passed beside it,
+    so pnd passes none the user did not (it set cache_implementation=None on every call)."""
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    eos, length = model.generation_config.eos_token_id, inputs["input_ids"].shape[1]
+    capfd.readouterr()
+    out = pnd.attach(model).generate(**inputs, generation_config=GenerationConfig(
+        max_new_tokens=STEPS, min_new_tokens=STEPS, do_sample=False, eos_token_id=eos, pad_token_id=0),
+        logits_processor=[pnd.PriorNormalized(ALPHA)])
+    assert "together with" not in capfd.readouterr().err
+    sequence, _ = reference(model, inputs, LogitsProcessorList([MinNewTokensLengthLogitsProcessor(length, STEPS, eos)]))
+    assert torch.equal(out, sequence)
+
+
 def test_streamer_and_stopping_criteria(tiny):
     model, processor = tiny("qwen2_vl")
     inputs = tiny_inputs(processor, "qwen2_vl", PROMPTS[:1])  # streamers take one row

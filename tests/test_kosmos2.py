@@ -171,6 +171,8 @@ def test_kosmos2_static_cache_fails_in_transformers_and_is_refused(tiny):
     with pytest.raises(ValueError, match="does not support a static cache on Kosmos-2"):
         pnd.attach(model, processor).generate(**inputs, max_new_tokens=2, cache_implementation="static",
                                               logits_processor=[pnd.PriorNormalized(0.5)])
+    with pytest.raises(ValueError, match="^PAI does not support a static cache on Kosmos-2"):  # the method passed
+        model.generate(**inputs, max_new_tokens=2, cache_implementation="static", logits_processor=[pnd.PAI()])
 
 
 def test_kosmos2_5_generate_drops_the_position_ids(tiny):

@@ -371,6 +371,8 @@ def test_minimax_refuses_left_padding_which_transformers_itself_gets_wrong(minim
     refusal = r"prompt row\(s\) \[0\] are padded .* 'minimax_m3_sparse' anchor the indexer's key blocks to cache slots"
     with pytest.raises(ValueError, match=rf"PriorNormalized \(alpha > 0\): {refusal}"):
         pnd.attach(model, processor).generate(**padded, **kwargs, logits_processor=[pnd.PriorNormalized(0.5)])
+    with pytest.raises(ValueError, match=rf"^M3ID: {refusal}"):  # the method the user passed
+        model.generate(**padded, **kwargs, logits_processor=[pnd.M3ID(prior="masked")])
     with pytest.raises(ValueError, match=rf"pnd's prior: {refusal}"):
         pnd.prior_logits(model, **padded)
     with pytest.raises(ValueError, match=rf"CaptionScorer: {refusal}"):

@@ -419,8 +419,8 @@ def test_contrast_inputs_are_checked(tiny):
         ({"logits_processor": [inputs_prior], "prior_inputs": contrast["input_ids"]}, "processor's outputs"),
         ({"logits_processor": [inputs_prior], "prior_inputs": {**contrast, "attention_mask": contrast[
             "attention_mask"].flip(1)}}, "end with padding"),
-        ({"logits_processor": [inputs_prior], "prior_inputs": contrast, "past_key_values": DynamicCache()},
-         "does not continue a conversation"),
+        ({"logits_processor": [inputs_prior], "prior_inputs": contrast, "past_key_values": model.generate(
+            **inputs, max_new_tokens=1, return_dict_in_generate=True).past_key_values}, "does not continue a conversation"),
         ({"logits_processor": [inputs_prior], "prior_inputs": contrast, "position_ids": inputs["attention_mask"]},
          "leave position_ids out"),
         ({"logits_processor": [inputs_prior], "prior_inputs": {**contrast, "pixel_values_videos": contrast[
@@ -445,6 +445,39 @@ def test_contrast_inputs_are_checked(tiny):
 
 
 # --- the registry of methods and its front ends ---
+@pytest.mark.parametrize("how", ["positional", "inputs=", "no attention_mask", "empty DynamicCache",
+                                 "empty StaticCache"])
+def test_contrast_rows_read_the_call_as_generate_does(tiny, how):
+    """VCD, ICD and ONLY build their contrast rows from the call's arguments before generate reads them: the prompt
+    given positionally or as `inputs=`, a left-padded batch without its attention mask (generate infers it from the
+    padding token) and a new, empty cache object decode as the call by keyword with the mask does (whose steps the
+    tests above and test_interventions.py check against brute force). They were refused, or attended the padding."""
+    from transformers import StaticCache
+
+    model, processor = tiny("llava_onevision")
+    inputs = tiny_inputs(processor, "llava_onevision", PROMPTS)
+    assert not inputs["attention_mask"].all()
+    plain = {k: v for k, v in inputs.items() if k != "attention_mask"}
+    assert torch.equal(model.generate(**plain, max_new_tokens=STEPS), model.generate(**inputs, max_new_tokens=STEPS))
+    config = model.config.get_text_config(decoder=True)
+    static = how == "empty StaticCache"
+    for normalizer, extra in [contrast_case(processor, "llava_onevision", inputs, "noise")[:2],
+                              contrast_case(processor, "llava_onevision", inputs, "icd")[:2], (pnd.ONLY(), {})]:
+        want = run(model, inputs, normalizer, **extra, **({"cache_implementation": "static"} if static else {}))
+        rest = {k: v for k, v in inputs.items() if k != "input_ids"}
+        args, kwargs = {"positional": ((inputs["input_ids"],), rest),
+                        "inputs=": ((), {**rest, "inputs": inputs["input_ids"]}),
+                        "no attention_mask": ((), plain),
+                        "empty DynamicCache": ((), {**inputs, "past_key_values": DynamicCache(config=config)}),
+                        "empty StaticCache": ((), {**inputs, "past_key_values": StaticCache(
+                            config=config, max_cache_len=inputs["input_ids"].shape[1] + STEPS)})}[how]
+        got = model.generate(*args, **kwargs, **extra, max_new_tokens=STEPS, do_sample=False,
+                             logits_processor=[normalizer], return_dict_in_generate=True, output_scores=True)
+        assert torch.equal(got.sequences, want.sequences), normalizer
+        for a, b in zip(got.scores, want.scores):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
 def test_m3id_takes_prior_inputs_in_python_not_from_the_front_ends():
     from pnd.decoding.methods import method
 

@@ -1,6 +1,6 @@
 """`generate`'s internals pnd calls (transformers 5.23): the generation config it will use, the first forward's position
-ids, the vision tower's outputs as it expands them, whether it compiles the decoding steps; and a tokenizer whose `pad`
-pads one more key.
+ids, the attention mask it infers, the vision tower's outputs as it expands them, whether it compiles the decoding
+steps; and a tokenizer whose `pad` pads one more key.
 
 Example:
     >>> from pnd.testing import tiny_model
@@ -10,6 +10,8 @@ Example:
 
 from __future__ import annotations
 
+import copy
+
 from transformers import StaticCache
 
 
@@ -18,6 +20,14 @@ def generation_config(model, kwargs: dict):
     rest = {k: v for k, v in kwargs.items() if k != "generation_config"}
     config, _ = model._prepare_generation_config(kwargs.get("generation_config"), **rest)
     return config
+
+
+def inferred_attention_mask(model, config, input_ids):
+    """The attention mask `generate` gives a prompt passed without one: 0 on the padding token where it is not an eos
+    token, else ones (`_prepare_special_tokens`, `_prepare_attention_mask_for_generation`; `config`: the call's)."""
+    config = copy.deepcopy(config)
+    model._prepare_special_tokens(config, device=input_ids.device)
+    return model._prepare_attention_mask_for_generation(input_ids, config, {})
 
 
 def position_ids_for_generation(model, input_ids, model_kwargs: dict):

@@ -31,7 +31,9 @@ import torch
 from transformers import DynamicLayer, StaticLayer
 
 from .._compat.cache_rows import cache_from_layers, layer_states, map_states
-from ..validation import check_pixels
+from .._compat.generation import inferred_attention_mask
+from ..validation import check_pixels, refused_name
+from .cache import is_empty
 from .prior import PriorPrefill, default_position_ids
 
 CONTRASTS = ("inputs", "noise", "same")  # priors from an input run through the whole model: another, noised, the same
@@ -142,9 +144,10 @@ def _disturbed(conversation, instruction: str) -> list:
     return conversation
 
 
-def prepare_contrast(architecture, normalizer, config, args: tuple, kwargs: dict, prior_inputs) -> tuple[dict | None, int]:
+def prepare_contrast(model, architecture, normalizer, config, kwargs: dict, prior_inputs) -> tuple[dict | None, int]:
     """Check `prior_inputs` against the processor's prior mode and build the contrast inputs of a generate call
-    (`config`: its generation config).
+    (`config`: its generation config; `kwargs`: its arguments, all by name). A prompt given without an attention mask
+    gets the one generate infers (from the padding token), in `kwargs`.
 
     Returns (contrast inputs, one row per prompt, or None for the other priors; the left padding added to the
     conditioned prompt in `kwargs`, in place, to the contrast's length)."""
@@ -156,14 +159,14 @@ def prepare_contrast(architecture, normalizer, config, args: tuple, kwargs: dict
         return None, 0
     if prior == "inputs" and prior_inputs is None:
         raise ValueError(f"PriorNormalized(prior='inputs') needs the contrast prompt: {_HOW}.")
-    if args:
-        raise ValueError(f"PriorNormalized(prior={prior!r}) takes the prompt by keyword: "
-                         "model.generate(input_ids=..., ...) or model.generate(**inputs, ...).")
-    if kwargs.get("past_key_values") is not None:
-        raise ValueError(f"{normalizer!r} does not continue a conversation from past_key_values yet: "
+    if not is_empty(kwargs.get("past_key_values")):
+        raise ValueError(f"{refused_name(normalizer)} does not continue a conversation from past_key_values yet: "
                          "pass the whole conversation as input_ids, without past_key_values.")
     if kwargs.get("input_ids") is None:
-        raise ValueError("PriorNormalized needs generate(input_ids=...) from the model's processor, not inputs_embeds.")
+        raise ValueError(f"{refused_name(normalizer)} needs generate(input_ids=...) from the model's processor, not "
+                         "inputs_embeds.")
+    if kwargs.get("attention_mask") is None:
+        kwargs["attention_mask"] = inferred_attention_mask(model, config, kwargs["input_ids"])
     if prior == "noise":
         return _padded(architecture, kwargs, _noised(architecture, kwargs, normalizer))
     if prior == "same":  # ONLY: the conditioned inputs, with an intervention on their rows

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import inspect
 
 import torch
 from transformers import DynamicCache, DynamicLayer, StaticCache, StaticLayer
@@ -31,8 +32,8 @@ from ..architectures.registry import is_repair, named_like, unwrap, wrap
 from ..architectures.reported import bind_processor, carried_expansions, expansions_given, release_processor
 from ..attachment import Attachment, attachment_of, is_attached, remove_attachment
 from ..interventions.steering import steering_strength
-from ..validation import check_pixels
-from .cache import PairedCache, PairedStaticCache, SteeredStaticCache
+from ..validation import REFUSED_PRIOR, check_pixels, refused_name
+from .cache import PairedCache, PairedStaticCache, SteeredStaticCache, is_empty
 from .contrast import CONTRASTS, count_past_padding, prepare_contrast, without_padding
 from .generation import Generation, running
 from .logits_processor import PairedProcessor
@@ -163,17 +164,28 @@ def _check_detachable(model, attachment: Attachment) -> None:
 
 def _generate(model, attachment: Attachment, *args, **kwargs):
     """The attached `generate`: the expansion the inputs carry (`reported.EXPANSION_KEY`) is taken out of them, and read
-    by the prior for the whole call. The prompt given as `inputs=` (generate's first parameter) is read as given
-    positionally."""
-    if not args and kwargs.get("inputs") is not None:
-        args = (kwargs.pop("inputs"),)
+    by the prior for the whole call. Arguments given positionally are read by their names (`by_name`)."""
+    kwargs = by_name(model, attachment.generate, args, kwargs)
     call = object()
     attachment.running.append(call)  # the calls in flight, which `detach` refuses to break
     try:
-        with expansions_given(carried_expansions(kwargs, args[0] if args else None)):
-            return _generate_carried(model, attachment, *args, **kwargs)
+        with expansions_given(carried_expansions(kwargs)):
+            return _generate_carried(model, attachment, **kwargs)
     finally:
         attachment.running.remove(call)
+
+
+def by_name(model, generate, args: tuple, kwargs: dict) -> dict:
+    """The arguments of a `generate` call, all by name: the positional ones bound to `generate`'s parameters, and the
+    prompt given as `inputs` (generate's first parameter) as the model's main input (`input_ids`), as generate reads
+    it. A main input given twice is left to generate's own error."""
+    named = inspect.signature(generate).bind_partial(*args).arguments if args else {}
+    if twice := named.keys() & kwargs.keys():
+        raise TypeError(f"generate() got multiple values for argument {sorted(twice)[0]!r}")
+    kwargs = {**named, **kwargs}
+    if kwargs.get("inputs") is not None and kwargs.get(model.main_input_name) is None:
+        kwargs[model.main_input_name] = kwargs.pop("inputs")
+    return kwargs
 
 
 def _generate_batch(model, attachment: Attachment, *args, **kwargs):
@@ -183,12 +195,12 @@ def _generate_batch(model, attachment: Attachment, *args, **kwargs):
         return attachment.generate_batch(*args, **kwargs)
 
 
-def _generate_carried(model, attachment: Attachment, *args, logits_processor=None, prior_inputs=None, **kwargs):
+def _generate_carried(model, attachment: Attachment, logits_processor=None, prior_inputs=None, **kwargs):
     normalizers = [p for p in (logits_processor or []) if isinstance(p, PairedProcessor)]
     if not normalizers:
         if prior_inputs is not None:
             raise ValueError("generate got prior_inputs but no PriorNormalized(alpha, prior='inputs') processor.")
-        return attachment.generate(*args, logits_processor=logits_processor, **kwargs)
+        return attachment.generate(logits_processor=logits_processor, **kwargs)
     if len(normalizers) > 1:
         raise ValueError(f"generate got {len(normalizers)} of pnd's processors "
                          f"({', '.join(type(p).__name__ for p in normalizers)}): each pairs the model's rows in its own "
@@ -199,44 +211,44 @@ def _generate_carried(model, attachment: Attachment, *args, logits_processor=Non
     if needs_prior and attachment.architecture.embeds_prompt and normalizer.prior in ("blank", *CONTRASTS):
         raise ValueError(EMBEDDED_PROMPT)
     generation = Generation(attachment, normalizer, scores_are_logprobs=config.num_beams > 1,
-                            input_ids=kwargs["input_ids"] if kwargs.get("input_ids") is not None else
-                            args[0] if args else None)
-    generation.contrast, pad = prepare_contrast(attachment.architecture, normalizer, config, args, kwargs, prior_inputs)
+                            input_ids=kwargs.get("input_ids"))
+    generation.contrast, pad = prepare_contrast(model, attachment.architecture, normalizer, config, kwargs, prior_inputs)
     if pad:
         count_past_padding(config, kwargs, pad)
     if needs_prior:
         _refuse_unsupported(model, config, kwargs, normalizer)
         check_unpadded(model.config.get_text_config(decoder=True), kwargs.get("attention_mask"),
-                       "PriorNormalized (alpha > 0)")
-        _check_visual_inputs(model, attachment.architecture, args, kwargs)
-        kwargs["past_key_values"] = _paired_cache(model, generation, config, args, kwargs)
+                       refused_name(normalizer))
+        _check_visual_inputs(model, attachment.architecture, kwargs)
+        kwargs["past_key_values"] = _paired_cache(model, generation, config, kwargs)
     if needs_prior and normalizer.prior == "blank":
         expand_size = max(config.num_beams, config.num_return_sequences)
         generation.blank_outputs = blank_encoder_outputs(model, attachment.architecture, kwargs, expand_size)
     with running(generation):
-        out = attachment.generate(*args, logits_processor=logits_processor, **kwargs)
+        out = attachment.generate(logits_processor=logits_processor, **kwargs)
     if isinstance(getattr(out, "past_key_values", None), (PairedCache, PairedStaticCache)):
         out.past_key_values = out.past_key_values.conditioned(model.config.get_text_config(decoder=True))
     return without_padding(out, pad)
 
 
-def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: dict):
+def _paired_cache(model, generation: Generation, config, kwargs: dict):
     """The cache of a paired generate call: a `PairedCache`, or with cache_implementation="static" a
     `PairedStaticCache` sized as generate sizes its own, whose decoding steps run compiled where generate's would
     (VISTA's: a `SteeredStaticCache`, its steps eager)."""
     text_config = model.config.get_text_config(decoder=True)
-    prompt = args[0] if args else kwargs.get("input_ids")
+    prompt = kwargs.get("input_ids")
     if prompt is None:
         raise ValueError(NEEDS_INPUT_IDS)
     given = kwargs.get("past_key_values")
-    if given is not None and not _empty(given):
+    if not is_empty(given):
         return _continued_cache(model, generation, config, prompt, kwargs)
     kwargs.pop("past_key_values", None)  # an empty cache to fill (transformers' tests pass one): pnd's, of its kind
-    kwargs["cache_implementation"] = None  # generate takes a cache or a cache_implementation ("dynamic" named too)
+    if config.cache_implementation is not None:  # generate takes a cache or a cache_implementation (also "dynamic")
+        kwargs["cache_implementation"] = None  # (set only then: beside a generation_config object, generate warns)
     if config.cache_implementation != "static" and not isinstance(given, StaticCache):
         return PairedCache(config=text_config)
     if not getattr(generation.attachment.architecture, "static_cache", True):
-        raise ValueError(f"PriorNormalized (alpha > 0) does not support a static cache on "
+        raise ValueError(f"{refused_name(generation.normalizer)} does not support a static cache on "
                          f"{generation.attachment.architecture.name}: its own generate fails with one in transformers "
                          "(its attention mask does not span the cache's slots). Use the default dynamic cache.")
     max_length = config.max_length if config.max_new_tokens is None else prompt.shape[1] + config.max_new_tokens
@@ -255,11 +267,6 @@ def _paired_cache(model, generation: Generation, config, args: tuple, kwargs: di
             compiled_call = steps.get_compiled_call(config.compile_config)
             generation.decode_forward = functools.partial(compiled_call, **{PAIRED_STEP: True})
     return cache
-
-
-def _empty(cache) -> bool:
-    """A DynamicCache or StaticCache that holds no token yet (a new one given to generate to fill)."""
-    return isinstance(cache, (DynamicCache, StaticCache)) and int(cache.get_seq_length()) == 0
 
 
 def _continued_cache(model, generation: Generation, config, input_ids: torch.Tensor, kwargs: dict) -> PairedCache:
@@ -301,9 +308,8 @@ def _continued_cache(model, generation: Generation, config, input_ids: torch.Ten
 def _refuse_unsupported(model, config, kwargs: dict, normalizer: PairedProcessor) -> None:
     """Raise before any work if this `generate` call asks for something the paired decoding cannot do exactly,
     naming the user's own setting and the fix."""
-    method = type(normalizer).__name__
-    named, plain = (("PriorNormalized (alpha > 0)", "use PriorNormalized(0) for plain decoding")
-                    if method == "PriorNormalized" else (method, f"generate without {method}"))
+    named = refused_name(normalizer)
+    plain = "use PriorNormalized(0) for plain decoding" if named == REFUSED_PRIOR else f"generate without {named}"
 
     def refuse(setting: str, why: str) -> None:
         raise ValueError(f"{named} does not support {setting}: {why} Remove it, or {plain}.")
@@ -339,11 +345,11 @@ def _refuse_unsupported(model, config, kwargs: dict, normalizer: PairedProcessor
                "(cache_implementation='static').")
 
 
-def _check_visual_inputs(model, architecture, args: tuple, kwargs: dict) -> None:
+def _check_visual_inputs(model, architecture, kwargs: dict) -> None:
     """Refuse non-finite pixel values, and a prompt with image/video tokens but no pixel inputs (the model would
     describe a visual input it never got), before any work."""
     check_pixels(kwargs, architecture.pixel_keys, "generate")
-    prompt = args[0] if args else kwargs.get("input_ids")
+    prompt = kwargs.get("input_ids")
     given = any(kwargs.get(key) is not None for key in (*architecture.pixel_keys, "mm_encoder_outputs"))
     continued = kwargs.get("past_key_values") is not None  # a conversation goes on without its pixels (§4)
     if prompt is not None and not given and not continued and architecture.placeholder_mask(model.config, prompt).any():
