@@ -226,11 +226,11 @@ def test_multiple_choice_fix_lets_loglikelihood_pairs_through_and_nothing_else(m
     import lmms_eval.evaluator as evaluator
     from lmms_eval.api.instance import unwrap_generation_output
 
-    from pnd.integrations.lmms_eval import _keep_loglikelihood_pairs
+    from pnd.integrations.evaluator_repairs import keep_loglikelihood_pairs
 
     monkeypatch.setattr(evaluator, "unwrap_generation_output", unwrap_generation_output)
     assert unwrap_generation_output((1.5, False))[0] == "(1.5, False)"  # lmms-eval 0.7.3's bug (docs/design.md §7)
-    _keep_loglikelihood_pairs()
+    keep_loglikelihood_pairs()
     assert evaluator.unwrap_generation_output((1.5, False)) == ((1.5, False), None)
     assert evaluator.unwrap_generation_output("yes") == ("yes", None)
     assert evaluator.unwrap_generation_output(["a", "b"]) == (["a", "b"], None)
@@ -242,8 +242,8 @@ def test_lmms_evals_own_multiple_choice_counts_a_failed_document_wrong(tmp_path,
     document's equal losses made the first choice the answer, right whenever it is gold; with it, never right."""
     from lmms_eval.api.task import ConfigurableTask
 
+    from pnd.integrations.evaluator_repairs import failed_choices_count_wrong
     from pnd.integrations.failed_documents import FAILED_LOSS
-    from pnd.integrations.lmms_eval import _failed_choices_count_wrong
 
     (tmp_path / "docs.json").write_text(json.dumps([{"q": "Which?", "choices": ["a", "b", "c"], "gold": gold}]))
     unpatched = getattr(ConfigurableTask.process_results, "__wrapped__", ConfigurableTask.process_results)
@@ -254,7 +254,7 @@ def test_lmms_evals_own_multiple_choice_counts_a_failed_document_wrong(tmp_path,
         "doc_to_target": "gold", "metric_list": [{"metric": "acc"}]})
     doc, failed = task.test_docs()[0], [(FAILED_LOSS, False)] * 3
     assert task.process_results(doc, failed)["acc"] == float(gold == 0)  # lmms-eval alone: the first choice
-    _failed_choices_count_wrong()
+    failed_choices_count_wrong()
     assert task.process_results(doc, failed)["acc"] == 0.0
     right = [(1.0 if i != gold else 0.5, False) for i in range(3)]
     assert task.process_results(doc, right)["acc"] == 1.0  # a document that ran is scored as before
@@ -398,6 +398,107 @@ def test_pnd_hf_batches_smolvlm_documents(tmp_path):
     batched = lm.generate_until(requests)
     lm.batch_size_per_gpu = 1
     assert batched == lm.generate_until(requests)
+
+
+@pytest.mark.parametrize("args", [{"alpha": ALPHA}, {"alpha": 0}, {"method": "vcd"}])
+def test_text_only_documents_are_answered_and_scored_by_the_plain_model(root, capsys, args):
+    """A task that mixes text-only questions with image ones (ScienceQA): a text-only document has no visual input
+    whose prior to remove, so the plain model answers it, in a batch with image documents too, and scores its
+    choices (they failed, at alpha 0 too); the image documents decode as the reference. Said once on stderr."""
+    from types import SimpleNamespace
+
+    from pnd.integrations.lmms_eval import PndHf
+
+    lm = PndHf(pretrained=str(root / "model"), device="cpu", batch_size=3, **args)
+    image, question = mme_image(1), "Is there a cat? Please answer yes or no."
+    lm.task_dict = {"t": {"test": [{"visuals": []}, {"visuals": [image]}, {"visuals": []}]}}
+    visual = lambda doc: doc["visuals"]  # noqa: E731
+    generated = lm.generate_until([SimpleNamespace(args=(question + " Why?" * i, {"max_new_tokens": 4}, visual, i, "t",
+                                                         "test")) for i in range(3)])
+    losses = lm.loglikelihood([SimpleNamespace(args=(question, c, visual, 0, "t", "test")) for c in (" yes", " no")])
+    assert capsys.readouterr().err.count("answered by the plain model") == 1
+    reference = Reference(root)
+
+    def text_only(text):
+        prompt = reference.processor.apply_chat_template([{"role": "user", "content": [{"type": "text", "text": text}]}],
+                                                         add_generation_prompt=True)
+        return reference.processor(text=[prompt], return_tensors="pt").input_ids
+
+    for i in (0, 2):
+        ids = text_only(question + " Why?" * i)
+        plain = reference.model.generate(input_ids=ids, max_new_tokens=4, do_sample=False)[0, ids.shape[1]:]
+        assert generated[i] == reference.processor.tokenizer.decode(plain, skip_special_tokens=True)
+    if args == {"alpha": ALPHA}:
+        assert generated[1] == reference.generate(reference.inputs(question, image=image), ALPHA, steps=4)
+    for (loss, _), choice in zip(losses, (" yes", " no")):  # the mean cross-entropy of one plain forward
+        answer = reference.processor.tokenizer(choice, add_special_tokens=False, return_tensors="pt").input_ids
+        whole = torch.cat([text_only(question), answer], 1)
+        logprobs = torch.log_softmax(reference.model(input_ids=whole).logits[0, -answer.shape[1] - 1 : -1].float(), -1)
+        assert math.isclose(loss, -logprobs.gather(1, answer[0, :, None]).mean().item(), abs_tol=1e-4)
+
+
+def test_generation_stops_at_the_checkpoints_own_stop_tokens(root, tmp_path):
+    """A checkpoint whose generation config lists an end-of-turn token besides the tokenizer's eos (Gemma 3's 106,
+    Llama 3.2 Vision's): generate_until stops there as plain `generate` does (it passed the tokenizer's eos alone)."""
+    import shutil
+    from types import SimpleNamespace
+
+    from pnd.integrations.lmms_eval import PndHf
+
+    shutil.copytree(root / "model", tmp_path / "model")
+    reference = Reference(tmp_path)
+    inputs, image = reference.inputs("What is shown here?", image=mme_image(0)), mme_image(0)
+    length = inputs["input_ids"].shape[1]
+    stop = reference.model.generate(**inputs, max_new_tokens=8, do_sample=False)[0, length + 2].item()
+    config = json.loads((tmp_path / "model" / "generation_config.json").read_text())
+    (tmp_path / "model" / "generation_config.json").write_text(json.dumps(
+        {**config, "eos_token_id": [reference.processor.tokenizer.eos_token_id, stop]}))
+    plain = AutoModelForImageTextToText.from_pretrained(tmp_path / "model").generate(**inputs, max_new_tokens=8,
+                                                                                      do_sample=False)[0, length:]
+    assert plain[-1] == stop and len(plain) == 3
+    lm = PndHf(pretrained=str(tmp_path / "model"), alpha=0, device="cpu")
+    lm.task_dict = {"t": {"test": [{"image": image}]}}
+    got = lm.generate_until([SimpleNamespace(args=("What is shown here?", {"max_new_tokens": 8}, lambda d: [d["image"]],
+                                                   0, "t", "test"))])
+    assert got == [reference.processor.tokenizer.decode(plain, skip_special_tokens=True)]
+
+
+def test_a_context_that_holds_the_image_placeholder_places_its_images_itself(root):
+    """A task whose context already holds the processor's image token ("<image>", as interleaved multi-image tasks
+    write it): no image is added in front (the processor then counted two placeholders for one image, and every
+    document failed); as lmms-eval's llava_hf, which adds image tokens only to a context without one."""
+    from types import SimpleNamespace
+
+    from pnd.integrations.lmms_eval import PndHf
+
+    lm = PndHf(pretrained=str(root / "model"), alpha=ALPHA, device="cpu")
+    images = [mme_image(1), mme_image(2)]
+    lm.task_dict = {"t": {"test": [{"images": images}]}}
+    context = "First: <image> second: <image> Which is brighter?"
+    got = lm.generate_until([SimpleNamespace(args=(context, {"max_new_tokens": 4}, lambda d: d["images"], 0, "t",
+                                                   "test"))])
+    reference = Reference(root)
+    prompt = reference.processor.apply_chat_template(
+        [{"role": "user", "content": [{"type": "text", "text": context}]}], add_generation_prompt=True)
+    inputs = reference.processor(text=[prompt], images=[images], return_tensors="pt")
+    assert got == [reference.generate(inputs, ALPHA, steps=4)]
+
+
+def test_vcd_decodes_each_document_alone_whatever_the_batch_size(root):
+    """VCD's noise is drawn for a call's whole pixel tensor, so a document decoded beside others got other noise:
+    its answer depended on --batch_size and its neighbours. Two identical documents now get one answer."""
+    from types import SimpleNamespace
+
+    from pnd.integrations.lmms_eval import PndHf
+
+    lm = PndHf(pretrained=str(root / "model"), method="vcd", device="cpu", batch_size=3)
+    lm.task_dict = {"t": {"test": [{"image": mme_image(0)}, {"image": mme_image(0)}, {"image": mme_image(1)}]}}
+    requests = [SimpleNamespace(args=("What is shown here?", {"max_new_tokens": 5}, lambda d: [d["image"]], i, "t",
+                                      "test")) for i in range(3)]
+    batched = lm.generate_until(requests)
+    assert batched[0] == batched[1]
+    lm.batch_size_per_gpu = 1
+    assert lm.generate_until(requests) == batched
 
 
 def test_a_failing_document_neither_stops_nor_changes_the_others(tmp_path, capsys):

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 
@@ -38,7 +37,8 @@ from ..io.video import read_video
 from ..scoring.forced import forced_steps
 from ..scoring.scorer import PRIORS as SCORER_PRIORS
 from ..scoring.scorer import CaptionScorer
-from .failed_documents import FAILED_ANSWER, FAILED_LOSS, document_failed
+from .evaluator_repairs import failed_choices_count_wrong, keep_loglikelihood_pairs
+from .failed_documents import FAILED_ANSWER, FAILED_LOSS
 from .model_args import check_device_arg, check_method, check_on_model
 
 lmms = require("lmms_eval.api.model", "eval").lmms
@@ -107,8 +107,9 @@ class PndHf(lmms):
         self._device = self.model.device  # lmms-eval's clean() deletes the model, the device stays needed
         self.tokenizer = self.processor.tokenizer
         self._scorer = None
-        _keep_loglikelihood_pairs()
-        _failed_choices_count_wrong()
+        self.said_text_only = False
+        keep_loglikelihood_pairs()
+        failed_choices_count_wrong()
 
     @property
     def device(self):
@@ -122,9 +123,14 @@ class PndHf(lmms):
         `pnd.io.video.read_video`, images PIL images.
         """
         texts, images, videos = [], [], []
+        # a context that holds the processor's placeholder places its visuals itself (as lmms-eval's llava_hf)
+        placeholders = {kind: str(getattr(self.processor, f"{kind}_token", None) or "")  # BLIP-2's: an AddedToken
+                        for kind in ("image", "video")}
         for context, visuals in documents:
             is_video = [isinstance(v, (str, Path)) for v in visuals]
-            content = [{"type": "video" if video else "image"} for video in is_video] + [{"type": "text", "text": context}]
+            kinds = ["video" if video else "image" for video in is_video]
+            content = [{"type": kind} for kind in kinds if not (placeholders[kind] and placeholders[kind] in context)]
+            content.append({"type": "text", "text": context})
             texts.append(self.processor.apply_chat_template([{"role": "user", "content": content}],
                                                             add_generation_prompt=True))
             videos += [read_video(v, self.max_frames_num) for v, video in zip(visuals, is_video) if video]
@@ -146,13 +152,18 @@ class PndHf(lmms):
         """Greedy (or sampled, with temperature > 0) prior-normalized decoding, with lmms-eval's generation kwargs.
 
         As lmms-eval's `llava_hf`: max_new_tokens (default 1024), temperature (0: greedy), top_p, num_beams;
-        the text is cut at the first of the task's `until` strings. `--batch_size N` decodes up to N
-        consecutive documents with the same generation kwargs together, left-padded.
+        the text is cut at the first of the task's `until` strings, and generation stops at the checkpoint's own stop
+        tokens and the tokenizer's. `--batch_size N` decodes up to N consecutive documents with the same generation
+        kwargs together, left-padded (VCD's, prior noise: one per call). A document without an image or video is
+        answered by the plain model.
         """
         outputs: list = [None] * len(requests)
         batches: list[list[int]] = []
+        # VCD's noise is drawn for a call's whole pixel tensor: one document per call, so that no answer depends on
+        # --batch_size or on the documents decoded beside it
+        size = 1 if self.normalizer.needs_prior and self.normalizer.prior == "noise" else self.batch_size_per_gpu
         for i, request in enumerate(requests):
-            if batches and len(batches[-1]) < self.batch_size_per_gpu and requests[batches[-1][0]].args[1] == request.args[1]:
+            if batches and len(batches[-1]) < size and requests[batches[-1][0]].args[1] == request.args[1]:
                 batches[-1].append(i)
             else:
                 batches.append([i])
@@ -169,20 +180,27 @@ class PndHf(lmms):
         return outputs
 
     def _decode(self, requests, batch: list[int]) -> list[str]:
-        """The answers of the documents `batch` (indices into `requests`, same generation kwargs), decoded together."""
+        """The answers of the documents `batch` (indices into `requests`, same generation kwargs), decoded together;
+        those without an image or video by the plain model (`_plain_without_visuals`)."""
         documents = []
         for i in batch:
             context, _, doc_to_visual, doc_id, task, split = requests[i].args
             documents.append((context, self._visuals(doc_to_visual, task, split, doc_id)[1]))
         gen_kwargs = requests[batch[0]].args[1]
-        inputs, extra = self._batch_inputs(documents), self._contrast(documents)
+        return self._plain_without_visuals(
+            documents, lambda chosen: self._generate(chosen, gen_kwargs, [self.normalizer], self._contrast(chosen)),
+            lambda chosen: self._generate(chosen, gen_kwargs, [], {}))
+
+    def _generate(self, documents: list[tuple[str, list]], gen_kwargs: dict, processors: list, extra: dict) -> list[str]:
+        """The answers of (context, visuals) `documents`, decoded together with lmms-eval's `gen_kwargs`."""
+        inputs = self._batch_inputs(documents)
         until = gen_kwargs.get("until") or []
         temperature = gen_kwargs.get("temperature") or 0
         tokens = self.model.generate(
             **inputs, do_sample=temperature > 0, temperature=temperature if temperature > 0 else None,
             top_p=gen_kwargs.get("top_p"), num_beams=gen_kwargs.get("num_beams", 1),
             max_new_tokens=gen_kwargs.get("max_new_tokens", 1024), pad_token_id=self.tokenizer.eos_token_id,
-            eos_token_id=self.tokenizer.eos_token_id, logits_processor=[self.normalizer], **extra,
+            eos_token_id=self._stop_tokens(), logits_processor=processors, **extra,
         )
         texts = []
         for text in self.tokenizer.batch_decode(tokens[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True):
@@ -190,6 +208,27 @@ class PndHf(lmms):
                 text = text.split(stop)[0] if stop else text  # an empty stop string stops nothing (as lmms-eval's)
             texts.append(text)
         return texts
+
+    def _stop_tokens(self) -> list[int]:
+        """The checkpoint's own stop tokens (its generation config's: Gemma 3's end of turn, ...) and the tokenizer's."""
+        own = self.model.generation_config.eos_token_id
+        own = [] if own is None else [own] if isinstance(own, int) else list(own)
+        return list(dict.fromkeys([*own, self.tokenizer.eos_token_id]))
+
+    def _plain_without_visuals(self, documents: list[tuple[str, list]], run, run_plain) -> list:
+        """`run(chosen)` on the documents (tuples, their visuals second) with an image or video and `run_plain(chosen)`
+        on the others, one result per document in order. A text-only question has no visual input whose prior to
+        remove: the plain model answers it (every method's limit there), as lmms-eval's own models do; said once."""
+        results: list = [None] * len(documents)
+        for visual, method in ((True, run), (False, run_plain)):
+            chosen = [i for i, document in enumerate(documents) if bool(document[1]) == visual]
+            if chosen and not visual and not self.said_text_only:
+                print("pnd: documents without an image or video are answered by the plain model (no visual input "
+                      "whose prior to remove).", file=sys.stderr)
+                self.said_text_only = True
+            for i, result in zip(chosen, method([documents[i] for i in chosen]) if chosen else []):
+                results[i] = result
+        return results
 
     def _contrast(self, documents: list[tuple[str, list]]) -> dict:
         """`generate`'s extra arguments for the method: ICD's `prior_inputs`, the same documents after its
@@ -225,8 +264,10 @@ class PndHf(lmms):
         plausibility cut, which would give every cut choice the same infinite loss; one document and one choice per
         `generate` call. Under cpn (prior masked or text) and the plain model the choices of one document share one
         prompt prefix, and `--batch_size N` runs the prompts of up to N documents in one left-padded forward call,
-        then scores each document's choices on its own prefix. is_greedy is always False (pnd does not compute it; it
-        only feeds the exact_match metric).
+        then scores each document's choices on its own prefix. A document without an image or video: the plain model's
+        mean cross-entropy, whatever the method. is_greedy is always False (pnd does not compute it:
+        multiple_choice tasks read only the loss; a task of output_type loglikelihood, whose acc is is_greedy, would
+        read 0).
         """
         shared = _shares_prompts(self.method, self.normalizer)
         if self._scorer is None:  # where the method scores the choices, its scorer only tokenizes them
@@ -263,27 +304,47 @@ class PndHf(lmms):
 
     def _score_documents(self, requests, batch: list) -> list[list[float]]:
         """The normalized scores of each document's choices; `batch` holds ((task, split, doc_id, context), request
-        indices) pairs, their prompts run in one left-padded forward call."""
-        prompts, answers = [], []
+        indices) pairs, their prompts run in one left-padded forward call (text-only ones: the plain model's)."""
+        documents = []
         for (task, split, doc_id, context), indices in batch:
             doc, visuals = self._visuals(requests[indices[0]].args[2], task, split, doc_id)
-            prompts.append((context, visuals))
-            answers.append([c if isinstance(c, str) else c(doc) for c in (requests[i].args[1] for i in indices)])
-        return [scores.tolist() for scores in self._scorer.score_prompts(self._batch_inputs(prompts), answers)]
+            documents.append((context, visuals, self._choices(requests, indices, doc)))
+
+        def scores(chosen: list, plain: bool) -> list[list[float]]:
+            inputs, choices = self._batch_inputs([(c, v) for c, v, _ in chosen]), [a for _, _, a in chosen]
+            score = self._scorer.likelihoods if plain else self._scorer.score_prompts
+            return [values.tolist() for values in score(inputs, choices)]
+
+        return self._plain_without_visuals(documents, lambda chosen: scores(chosen, False),
+                                           lambda chosen: scores(chosen, True))
 
     def _method_scores(self, requests, batch: list) -> list[list[float]]:
         """`_score_documents` where the method scores (`_shares_prompts` is False): one document, each choice forced
-        through `generate` with the method (its plausibility cut off), the mean of the method's scores of its tokens."""
+        through `generate` with the method (its plausibility cut off), the mean of the method's scores of its tokens;
+        a text-only document's: the plain model's."""
         ((task, split, doc_id, context), indices), = batch
         doc, visuals = self._visuals(requests[indices[0]].args[2], task, split, doc_id)
-        inputs, extra = self._batch_inputs([(context, visuals)]), self._contrast([(context, visuals)])
-        method = self.normalizer.without_cut()
-        scores = []
-        for answer in (c if isinstance(c, str) else c(doc) for c in (requests[i].args[1] for i in indices)):
-            ids = self._scorer.caption_ids(answer)
-            steps = forced_steps(self.model, inputs, method, ids, **extra)[2]
-            scores.append(float(steps[torch.arange(len(ids)), ids].mean()))
-        return [scores]
+        documents = [(context, visuals, self._choices(requests, indices, doc))]
+
+        def forced(chosen: list) -> list[list[float]]:
+            (context, visuals, choices), = chosen
+            inputs, extra = self._batch_inputs([(context, visuals)]), self._contrast([(context, visuals)])
+            method, scores = self.normalizer.without_cut(), []
+            for ids in map(self._scorer.caption_ids, choices):
+                steps = forced_steps(self.model, inputs, method, ids, **extra)[2]
+                scores.append(float(steps[torch.arange(len(ids)), ids].mean()))
+            return [scores]
+
+        def plain(chosen: list) -> list[list[float]]:
+            (context, visuals, choices), = chosen
+            return [self._scorer.likelihoods(self._batch_inputs([(context, visuals)]), [choices])[0].tolist()]
+
+        return self._plain_without_visuals(documents, forced, plain)
+
+    @staticmethod
+    def _choices(requests, indices: list[int], doc) -> list[str]:
+        """The continuations of a document's requests (a task may give them as functions of the document)."""
+        return [c if isinstance(c, str) else c(doc) for c in (requests[i].args[1] for i in indices)]
 
     def generate_until_multi_round(self, requests):
         raise NotImplementedError("pnd's lmms-eval models do not support multi-round generation.")
@@ -312,54 +373,3 @@ def _report_failures(kind: str, failed: list[str], total: int) -> None:
     if failed:
         print(f"pnd {kind}: {len(failed)} document(s) of {total} request(s) failed, each named above with its reason: "
               f"{', '.join(failed)}", file=sys.stderr)
-
-
-def _keep_loglikelihood_pairs() -> None:
-    """Let `(loss, is_greedy)` results reach lmms-eval's multiple_choice scoring unchanged.
-
-    lmms-eval 0.7.3's evaluator passes every result through `unwrap_generation_output`, which turns a
-    `(float, bool)` pair into a string, so every multiple_choice task crashes (lmms-eval 0.7.3). This wraps
-    that function for the running process; it does nothing where lmms-eval already keeps the pairs.
-    """
-    import lmms_eval.evaluator as evaluator
-
-    unwrap = evaluator.unwrap_generation_output
-    if unwrap((0.0, False))[0] == (0.0, False):
-        return
-
-    @functools.wraps(unwrap)
-    def keep_pairs(output):
-        if isinstance(output, tuple) and len(output) == 2 and isinstance(output[0], float) and isinstance(output[1], bool):
-            return output, None
-        return unwrap(output)
-
-    evaluator.unwrap_generation_output = keep_pairs
-
-
-def _failed_choices_count_wrong() -> None:
-    """Make lmms-eval's own multiple_choice scoring count a failed document (`FAILED_LOSS` for every choice) wrong.
-
-    Its `process_results` takes the argmin of the losses, which is the first choice when all are equal: the right
-    answer wherever the first choice is gold. For such a document this gives the lowest loss to a choice that is not
-    gold (tasks with their own `process_results`, such as pnd's, ask `document_failed` themselves).
-    """
-    from lmms_eval.api.task import ConfigurableTask
-
-    process_results = ConfigurableTask.process_results
-    if getattr(process_results, "counts_failed_documents_wrong", False):
-        return
-
-    @functools.wraps(process_results)
-    def counted_wrong(task, doc, results, *args, **kwargs):
-        if (task.OUTPUT_TYPE == "multiple_choice" and not callable(task.config.process_results)
-                and document_failed(results)):
-            choices = task.doc_to_choice(doc)
-            gold = task.doc_to_target(doc)
-            gold = {choices.index(g) if isinstance(g, str) and g in choices else g
-                    for g in (gold if isinstance(gold, list) else [gold])}
-            wrong = next((i for i in range(len(results)) if i not in gold), None)
-            results = [(0.0 if i == wrong else 1.0, False) for i in range(len(results))]
-        return process_results(task, doc, results, *args, **kwargs)
-
-    counted_wrong.counts_failed_documents_wrong = True
-    ConfigurableTask.process_results = counted_wrong

@@ -195,6 +195,18 @@ class CaptionScorer:
         Returns:
             One 1-D tensor (or `ScoreParts`) per prompt.
         """
+        parts = self._over_prompts(inputs, captions, self._score_prefix)
+        return parts if return_parts else [p.normalized for p in parts]
+
+    @torch.no_grad()
+    def likelihoods(self, inputs: dict, captions: list[list[str]]) -> list[torch.Tensor]:
+        """The plain model's `log P(t | prompt)` of each caption after each prompt, taken as `score_prompts` takes
+        them (the mean or sum over the caption's tokens, by `reduction`): `ScoreParts.conditional`, without a prior, so
+        a prompt may hold no image or video (lmms-eval's text-only documents)."""
+        return self._over_prompts(inputs, captions, self._conditional)
+
+    def _over_prompts(self, inputs: dict, captions: list[list[str]], score) -> list:
+        """`score(prefix, token ids of its captions)` of each prompt of `inputs`, the prompts run in one forward call."""
         _check_list(captions, "captions", "list of captions")
         if len(captions) != inputs["input_ids"].shape[0]:
             raise ValueError(f"{inputs['input_ids'].shape[0]} prompt(s) in inputs but {len(captions)} list(s) of "
@@ -202,8 +214,7 @@ class CaptionScorer:
         results = []
         for prefix, answers in zip(conditioned_prefixes(self.model, self.processor, self.on_device(inputs)), captions):
             _check_list(answers, "captions", "caption")
-            parts = self._score_prefix(prefix, [self.caption_ids(c) for c in answers])
-            results.append(parts if return_parts else parts.normalized)
+            results.append(score(prefix, [self.caption_ids(c) for c in answers]))
         return results
 
     @torch.no_grad()
@@ -239,13 +250,19 @@ class CaptionScorer:
         return self._score_prefix(self._conditioned_prefix(inputs), tokens)
 
     def _score_prefix(self, prefix: Prefix, tokens: list[list[int]]) -> ScoreParts:
-        self._check_lengths(prefix, tokens)
-        conditional = self._caption_logprobs(prefix, tokens)
-        prior = self._caption_priors(prefix, tokens)
-        if self.reduction == "mean":
-            lengths = torch.tensor([len(t) for t in tokens], dtype=conditional.dtype, device=conditional.device)
-            conditional, prior = conditional / lengths, prior / lengths
+        conditional = self._conditional(prefix, tokens)
+        prior = self._reduced(self._caption_priors(prefix, tokens), tokens)
         return ScoreParts(conditional - self.alpha * prior, conditional, prior)
+
+    def _conditional(self, prefix: Prefix, tokens: list[list[int]]) -> torch.Tensor:
+        self._check_lengths(prefix, tokens)
+        return self._reduced(self._caption_logprobs(prefix, tokens), tokens)
+
+    def _reduced(self, summed: torch.Tensor, tokens: list[list[int]]) -> torch.Tensor:
+        """Each caption's summed log-probabilities, or their mean over its tokens (`reduction`)."""
+        if self.reduction == "sum":
+            return summed
+        return summed / torch.tensor([len(t) for t in tokens], dtype=summed.dtype, device=summed.device)
 
     def _check_lengths(self, prefix: Prefix, tokens: list[list[int]]) -> None:
         """A ValueError for a caption whose last token would sit past the model's positions."""
