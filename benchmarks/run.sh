@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate benchmarks/RESULTS.md on this machine (CPU: about 16 minutes on 2 cores; keep the machine idle).
+# Regenerate benchmarks/RESULTS.md on this machine (CPU: 16-19 minutes on 2 cores; keep the machine idle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-.venv/bin/python}

@@ -148,7 +148,7 @@ def kept_tokens_logits(model, sequence, kept, positions, prompt_length: int | No
 
 def kept_tokens_forward(model, sequence, kept, positions, prompt_length: int | None = None, **kwargs):
     """A forward on each row's `kept` tokens alone, left-padded, at their `positions` (batch, L) or (rows, batch, L);
-    the attention mask is explicit (non-contiguous positions, docs/design.md §8). Returns the model's output and
+    the attention mask is explicit (non-contiguous positions, docs/design.md §7). Returns the model's output and
     the (batch, width) mask of the kept tokens in that compacted batch. `prompt_length`, for a prefix LM
     (`SUFFIX_TYPE`): the tokens after it are the answer, causal (its token type), the prompt's attend both ways."""
     width = int(kept.sum(1).max())
