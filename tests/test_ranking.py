@@ -126,3 +126,60 @@ def test_median_rank_of_an_even_count_is_the_mean_of_the_two_middle_ranks(wanted
     assert ranks(scores_with_ranks(wanted), targets).tolist() == wanted
     middle = sorted(wanted)[(len(wanted) - 1) // 2 : len(wanted) // 2 + 1]  # one rank (odd count) or two (even)
     assert retrieval_metrics(scores_with_ranks(wanted), targets)["MedR"] == sum(middle) / len(middle)
+
+
+def test_a_nan_score_is_no_score():
+    """A NaN target had rank 0 (an R@1 hit, MeanR below 1) and NaN distractors did not count: NaN ranks lowest, ties
+    with it counting against the target, as -inf does."""
+    nan = float("nan")
+    assert ranks(torch.tensor([[nan, 1.0, 2.0]]), torch.tensor([0])).tolist() == [3]
+    assert ranks(torch.tensor([[1.0, nan, 2.0]]), torch.tensor([0])).tolist() == [2]
+    assert retrieval_metrics(torch.tensor([[nan, 1.0], [0.0, 2.0]])) == {"R@1": 50.0, "R@5": 100.0, "R@10": 100.0,
+                                                                         "MedR": 1.5, "MeanR": 1.5}
+
+
+def test_candidates_rerank_left_out_stay_out_of_every_normalizer():
+    """`rerank` gives -inf to candidates outside a query's top-k, and a candidate no query kept has a column of -inf:
+    dual_softmax (-inf x 0) and inverted_softmax (-inf - -inf) made NaN of them, which ranked first. Worked by hand:
+    the kept scores of each column are normalized over the queries that kept them."""
+    minus = float("-inf")
+    reranked = torch.tensor([[0.0, minus, minus], [minus, 0.0, minus], [minus, 0.0, minus]])
+    half = math.log(0.5)
+    want = torch.tensor([[0.0, minus, minus], [minus, half, minus], [minus, half, minus]])
+    for out in (dual_softmax(reranked, log_scores=True), inverted_softmax(reranked)):  # (sinkhorn: its own test)
+        assert torch.equal(torch.isneginf(out), torch.isneginf(want)) and not out.isnan().any()
+        torch.testing.assert_close(out[torch.isfinite(out)], want[torch.isfinite(want)])
+    assert torch.equal(torch.isneginf(dual_softmax(reranked)), torch.isneginf(want))  # 0 x softmax: 0, -inf kept
+    assert not dual_softmax(reranked).isnan().any()
+    assert retrieval_metrics(dual_softmax(reranked, log_scores=True))["R@1"] == pytest.approx(200 / 3)
+
+
+def test_rerank_at_fuse_zero_is_the_new_scores_alone_and_checks_them():
+    """fuse=0 multiplied the first stage in: 0 x -inf (a candidate the first stage masked) was NaN. A score_fn that
+    returns another number of scores than candidates was broadcast; a NaN first stage ranked its candidate first."""
+    first = torch.tensor([[3.0, float("-inf"), 1.0]])
+    assert rerank(first, 3, lambda q, chosen: torch.tensor([-1.0, -3.0, -2.0])).tolist() == [[-1.0, -2.0, -3.0]]
+    with pytest.raises(ValueError, match=r"one score per candidate, shape \(2,\)"):
+        rerank(torch.tensor([[3.0, 2.0, 1.0]]), 2, lambda q, chosen: torch.tensor([7.0]))
+    with pytest.raises(ValueError, match="NaN"):
+        rerank(torch.tensor([[float("nan"), 2.0, 1.0]]), 1, lambda q, chosen: torch.zeros(len(chosen)))
+    with pytest.raises(ValueError, match="top_k must be an integer"):
+        rerank(first, 1.5, lambda q, chosen: torch.zeros(len(chosen)))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: retrieval_metrics(torch.zeros(3, 1)), "default targets are the diagonal"),
+    (lambda: retrieval_metrics(torch.zeros(2, 2), torch.tensor([0, 2])), r"candidate indices in \[0, 2\)"),
+    (lambda: retrieval_metrics(torch.zeros(2, 2), torch.tensor([0, -1])), r"candidate indices in \[0, 2\)"),
+    (lambda: retrieval_metrics(torch.zeros(3, 3), torch.tensor([0, 1])), "one integer candidate index per query"),
+    (lambda: retrieval_metrics(torch.zeros(2, 2), torch.tensor([0.0, 1.0])), "one integer candidate index per query"),
+    (lambda: retrieval_metrics(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long)), "no query"),
+    (lambda: retrieval_metrics(torch.zeros(3)), r"\(queries, candidates\) matrix"),
+    (lambda: dual_softmax(SCORES, temperature=0), "temperature must be a number > 0"),
+    (lambda: dual_softmax(SCORES, temperature=-1.0), "temperature must be a number > 0"),
+    (lambda: inverted_softmax(SCORES, temperature=0), "temperature must be a number > 0"),
+])
+def test_bad_ranking_arguments_are_named(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+    assert retrieval_metrics(SCORES, [0, 1, 1])["R@1"] == 100  # targets as a list are indices too

@@ -17,7 +17,7 @@ import torch
 
 
 def ranks(scores: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
-    """1-based rank of each query's target candidate. Ties count against it.
+    """1-based rank of each query's target candidate. Ties count against it; a NaN score is no score (the lowest).
 
     Args:
         scores: (queries, candidates) scores, higher is better.
@@ -27,13 +27,32 @@ def ranks(scores: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Te
         (queries,) long tensor of ranks, 1 = the target scored highest.
 
     Example:
-        >>> ranks(torch.tensor([[3., 1.], [0., 2.], [5., 5.]]), torch.tensor([0, 1, 1]))
-        tensor([1, 1, 2])
+        >>> ranks(torch.tensor([[3., 1.], [0., 2.], [5., 5.], [float("nan"), 1.]]), torch.tensor([0, 1, 1, 0]))
+        tensor([1, 1, 2, 2])
     """
-    if targets is None:
-        targets = torch.arange(scores.shape[0], device=scores.device)
+    targets = _checked_targets(scores, targets)
+    scores = scores.nan_to_num(nan=-math.inf, posinf=math.inf, neginf=-math.inf)
     target_scores = scores.gather(1, targets[:, None])
     return (scores >= target_scores).sum(dim=1)
+
+
+def _checked_targets(scores: torch.Tensor, targets) -> torch.Tensor:
+    """`targets` (default: the diagonal) as a long tensor of one candidate index per query, checked against `scores`."""
+    if not torch.is_tensor(scores) or scores.dim() != 2:
+        raise ValueError(f"scores must be a (queries, candidates) matrix, got {getattr(scores, 'shape', type(scores))}.")
+    queries, candidates = scores.shape
+    if targets is None:
+        if queries > candidates:
+            raise ValueError(f"The default targets are the diagonal (query i -> candidate i), but scores has {queries} "
+                             f"queries and {candidates} candidates: pass targets, one candidate index per query.")
+        return torch.arange(queries, device=scores.device)
+    targets = torch.as_tensor(targets, device=scores.device)
+    if targets.shape != (queries,) or targets.is_floating_point() or targets.is_complex() or targets.dtype == torch.bool:
+        raise ValueError(f"targets must hold one integer candidate index per query ({queries}), got "
+                         f"{targets.dtype} of shape {tuple(targets.shape)}.")
+    if queries and not bool(((targets >= 0) & (targets < candidates)).all()):
+        raise ValueError(f"targets must be candidate indices in [0, {candidates}), got {targets.tolist()}.")
+    return targets.long()
 
 
 def retrieval_metrics(scores: torch.Tensor, targets: torch.Tensor | None = None) -> dict[str, float]:
@@ -54,6 +73,8 @@ def retrieval_metrics(scores: torch.Tensor, targets: torch.Tensor | None = None)
         {'R@1': 50.0, 'R@5': 100.0, 'R@10': 100.0, 'MedR': 1.5, 'MeanR': 1.5}
     """
     r = ranks(scores, targets).double()
+    if not len(r):
+        raise ValueError("scores has no query: retrieval metrics need at least one.")
     metrics = {f"R@{k}": float((r <= k).double().mean() * 100) for k in (1, 5, 10)}
     metrics["MedR"] = float(r.quantile(0.5))  # torch.median would take the lower middle rank
     metrics["MeanR"] = float(r.mean())
@@ -85,9 +106,10 @@ def dual_softmax(scores: torch.Tensor, temperature: float = 1.0, log_scores: boo
         tensor([[0.5000, 0.5000],
                 [0.5000, 0.5000]])
     """
-    if log_scores:
-        return scores + torch.log_softmax(scores / temperature, dim=0)
-    return scores * torch.softmax(scores / temperature, dim=0)
+    _check_temperature(temperature)
+    log_prior = scores / temperature - _log_sum(scores / temperature, dim=0)
+    rescaled = scores + log_prior if log_scores else scores * log_prior.exp()
+    return rescaled.masked_fill(torch.isneginf(scores), -math.inf)  # a candidate `rerank` left out stays out
 
 
 def inverted_softmax(scores: torch.Tensor, bank: torch.Tensor | None = None, temperature: float = 1.0) -> torch.Tensor:
@@ -109,8 +131,9 @@ def inverted_softmax(scores: torch.Tensor, bank: torch.Tensor | None = None, tem
         tensor([[0.5000, 0.5000, 0.5000],
                 [0.5000, 0.5000, 0.5000]])
     """
+    _check_temperature(temperature)
     bank = scores if bank is None else bank
-    return scores / temperature - torch.logsumexp(bank / temperature, dim=0, keepdim=True)
+    return scores / temperature - _log_sum(bank / temperature, dim=0)  # -inf (left out by `rerank`) stays -inf
 
 
 def sinkhorn(scores: torch.Tensor, temperature: float = 1.0, iterations: int = 3) -> torch.Tensor:
@@ -139,16 +162,22 @@ def sinkhorn(scores: torch.Tensor, temperature: float = 1.0, iterations: int = 3
         >>> [[round(v, 4) for v in row] for row in q.tolist()]  # [[8/13, 5/13], [2/7, 5/7]]
         [[0.6154, 0.3846], [0.2857, 0.7143]]
     """
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature!r}.")
+    _check_temperature(temperature)
     if not isinstance(iterations, int) or iterations < 1:
         raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}.")
+    if not scores.numel():
+        return scores / temperature
     log_q = scores / temperature
     column_mass = math.log(scores.shape[0] / scores.shape[1])
     for _ in range(iterations):
         log_q = log_q - _log_sum(log_q, dim=0) + column_mass
         log_q = log_q - _log_sum(log_q, dim=1)
     return log_q
+
+
+def _check_temperature(temperature) -> None:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature < math.inf:
+        raise ValueError(f"temperature must be a number > 0, got {temperature!r}.")
 
 
 def _log_sum(log_q: torch.Tensor, dim: int) -> torch.Tensor:
@@ -165,7 +194,7 @@ def rerank(first_stage: torch.Tensor, top_k: int, score_fn, fuse: float = 0.0) -
         top_k: how many candidates per query to rescore.
         score_fn: `score_fn(query_index, candidate_indices) -> scores`, the new scores of those candidates
             (e.g. from a CaptionScorer).
-        fuse: adds `fuse * first_stage` to the new scores.
+        fuse: adds `fuse * first_stage` to the new scores (0: the new scores alone, whatever the first stage).
 
     Returns:
         (queries, candidates) scores: the new ones for each query's top-k, -inf elsewhere.
@@ -174,10 +203,17 @@ def rerank(first_stage: torch.Tensor, top_k: int, score_fn, fuse: float = 0.0) -
         >>> rerank(torch.tensor([[3., 2., 1.]]), 2, lambda q, chosen: torch.tensor(chosen, dtype=torch.float))
         tensor([[0., 1., -inf]])
     """
-    if top_k < 1:
-        raise ValueError(f"top_k must be >= 1, got {top_k}.")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}.")
+    if torch.isnan(first_stage).any():
+        raise ValueError(f"first_stage holds {int(torch.isnan(first_stage).sum())} NaN score(s), which topk would "
+                         "rank first: fix them (or give them -inf to leave those candidates out).")
     out = torch.full(first_stage.shape, float("-inf"), dtype=torch.float32)
     candidates = first_stage.topk(min(top_k, first_stage.shape[1]), dim=1).indices
     for query, chosen in enumerate(candidates):
-        out[query, chosen] = score_fn(query, chosen.tolist()).float() + fuse * first_stage[query, chosen].float()
+        new = torch.as_tensor(score_fn(query, chosen.tolist())).float()
+        if new.shape != chosen.shape:
+            raise ValueError(f"score_fn({query}, <{len(chosen)} candidates>) returned scores of shape "
+                             f"{tuple(new.shape)}: it must return one score per candidate, shape ({len(chosen)},).")
+        out[query, chosen] = new if fuse == 0 else new + fuse * first_stage[query, chosen].float()
     return out
