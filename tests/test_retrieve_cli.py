@@ -276,6 +276,8 @@ def test_a_rerun_scores_nothing_again_and_refuses_rows_of_other_settings(setup, 
     assert again["videos"] == first["videos"] and torch.equal(again["normalized"], first["normalized"])
     with pytest.raises(SystemExit, match="holds score rows computed with other settings"):
         main_retrieve(setup, "--out", "out", "--alpha", "0.5")
+    with pytest.raises(SystemExit, match="other settings .*quantization --load-in-4bit/8bit"):  # named, as caption's
+        main_retrieve(setup, "--out", "out", "--load-in-8bit")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["metrics.md", "rankings.jsonl", "rows.jsonl",
                                                                    "scores.pt"]  # the refused run left no empty part
 

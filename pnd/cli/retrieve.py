@@ -184,8 +184,8 @@ def finished_rows(rows_file: Path, key: str) -> set[str]:
         fail(str(error))
     if any(r["run"] != key for r in records):
         fail(f"{rows_file} holds score rows computed with other settings (captions, model, alpha, reduction, prompt, "
-             f"frames, dtype, attention or first stage); pass another --out, or delete {rows_file} to score every "
-             "video again.")
+             f"frames, dtype, attention, quantization --load-in-4bit/8bit or first stage); pass another --out, or delete "
+             f"{rows_file} to score every video again.")
     return {r["id"] for r in records}
 
 
