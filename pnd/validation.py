@@ -180,6 +180,20 @@ def check_conditioned_logits(logits: torch.Tensor, where: str) -> None:
                          "does). Load the model in bfloat16 or float32. pnd decodes and keeps nothing of such a pass.")
 
 
+def checked_plausibility(plausibility) -> float | None:
+    """The plausibility cut beta (VCD's adaptive plausibility constraint) as a float, or None for no cut; anything
+    else but a number in (0, 1] is refused.
+
+    Example:
+        >>> checked_plausibility(0.1), checked_plausibility(None)
+        (0.1, None)
+    """
+    beta = real_number(plausibility)
+    if plausibility is not None and (beta is None or not 0 < beta <= 1):
+        raise ValueError(f"plausibility must be None or a number in (0, 1], got {plausibility!r}.")
+    return beta
+
+
 REFUSED_PRIOR = "PriorNormalized (alpha > 0)"
 
 

@@ -235,8 +235,9 @@ def test_zero_weight_is_plain_generate(tiny, mode):
     plain = model.generate(**inputs, max_new_tokens=STEPS, return_dict_in_generate=True, output_scores=True,
                            **{"do_sample": False, **kwargs})
     processors = [(pnd.PriorNormalized(0.0, combine="contrastive"), {}), (pnd.M3ID(forgetting_rate=0), {}),
-                  (pnd.PriorNormalized(0.0, prior="noise"), {}),
-                  (pnd.PriorNormalized(0.0, prior="inputs"), {"prior_inputs": icd(processor, "llava_onevision")})]
+                  (pnd.PriorNormalized(0.0, prior="noise", plausibility=0.1), {}),  # VCD's and ICD's cut: the
+                  (pnd.PriorNormalized(0.0, prior="inputs", plausibility=0.1),  # method's, nothing at alpha 0
+                   {"prior_inputs": icd(processor, "llava_onevision")})]
     for processor_, extra in processors:
         torch.manual_seed(0)
         ours = run(model, inputs, processor_, **kwargs, **extra)

@@ -24,7 +24,7 @@ import math
 import torch
 from transformers import LogitsProcessor
 
-from ..validation import PRIOR_MODES, check_alpha_and_prior, real_number
+from ..validation import PRIOR_MODES, check_alpha_and_prior, checked_plausibility, real_number
 from .contrast import check_noise_step
 from .generation import Generation, running_generation, trace_step
 
@@ -142,9 +142,7 @@ class PriorNormalized(PairedProcessor):
     def __init__(self, alpha: float, *, prior: str = "masked", plausibility: float | None = None,
                  combine: str = "prior", noise_step: int = 500, seed: int = 0):
         check_alpha_and_prior(alpha, prior, (*PRIOR_MODES, *CONTRAST_PRIORS))
-        beta = real_number(plausibility)
-        if plausibility is not None and (beta is None or not 0 < beta <= 1):
-            raise ValueError(f"plausibility must be None or a number in (0, 1], got {plausibility!r}.")
+        beta = checked_plausibility(plausibility)
         if combine not in COMBINES:
             raise ValueError(f"combine must be one of {', '.join(map(repr, COMBINES))}, got {combine!r}.")
         if prior == "noise":
@@ -161,13 +159,13 @@ class PriorNormalized(PairedProcessor):
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         generation = self.running()
+        if not self.alpha > 0:  # plain generate, for every argument (the plausibility cut belongs to the method)
+            return scores
         x = scores.float()
-        out = x
-        if self.alpha > 0:
-            log_cond, log_prior = self.log_probs(generation, x)
-            if self.combine == "contrastive":
-                log_cond = (1 + self.alpha) * log_cond
-            out = log_cond.sub(log_prior, alpha=self.alpha)  # -inf scores stay -inf: the prior is floored, finite
+        log_cond, log_prior = self.log_probs(generation, x)
+        if self.combine == "contrastive":
+            log_cond = (1 + self.alpha) * log_cond
+        out = log_cond.sub(log_prior, alpha=self.alpha)  # -inf scores stay -inf: the prior is floored, finite
         if self.plausibility is not None:
             cutoff = x.amax(dim=-1, keepdim=True) + math.log(self.plausibility)
             out = out.masked_fill(x < cutoff, -math.inf)

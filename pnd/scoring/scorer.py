@@ -30,7 +30,7 @@ from ..architectures.reported import EXPANSION_KEY, bind_processor, expansions_g
 from ..decoding.prior import masked_prefill
 from ..io.prompts import pixel_values_kwargs, video_prompt
 from ..io.video import read_video
-from ..validation import check_alpha_and_prior, check_frames, check_image, real_number
+from ..validation import check_alpha_and_prior, check_frames, check_image, checked_plausibility, real_number
 from .prefix import Prefix, conditioned_prefixes, forced_logprobs, teacher_forced
 from .tokens import TokenScore, score_tokens
 
@@ -95,8 +95,10 @@ class CaptionScorer:
             raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}.")
         if modality not in ("video", "image"):
             raise ValueError(f"modality must be 'video' or 'image', got {modality!r}.")
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r} ({type(batch_size).__name__}).")
+        if not isinstance(pack_captions, bool):
+            raise ValueError(f"pack_captions must be True or False, got {pack_captions!r} ({type(pack_captions).__name__}).")
         architecture_for(model).prepare(model)
         bind_processor(model, processor)
         self.model, self.processor = model, processor
@@ -130,11 +132,19 @@ class CaptionScorer:
         return architecture_for(self.model).on_model(self.model, inputs)
 
     def caption_ids(self, caption: str) -> list[int]:
+        """The token ids of `caption`; refused when it has none, or holds the model's image/video placeholders (the
+        model refuses a placeholder without its visual features, so the score would not be two plain forwards)."""
         if not isinstance(caption, str):
             raise TypeError(f"A caption must be a str, got {type(caption).__name__} {caption!r}.")
         ids = self.processor.tokenizer(caption, add_special_tokens=False).input_ids
         if not ids:
             raise ValueError(f"Caption {caption!r} has no tokens.")
+        placeholders = architecture_for(self.model).placeholder_mask(self.model.config, torch.tensor([ids]))[0]
+        if placeholders.any():
+            found = dict.fromkeys(self.processor.tokenizer.decode([i]) for i, p in zip(ids, placeholders.tolist()) if p)
+            raise ValueError(f"Caption {caption!r} holds the model's image/video placeholder(s) {', '.join(map(repr, found))}: "
+                             "the model takes one only with its visual features, so it cannot be scored as text. Remove "
+                             "it from the caption.")
         return ids
 
     def build_inputs(self, video, caption: str) -> ScoringInputs:
@@ -234,6 +244,7 @@ class CaptionScorer:
 
         `plausibility` masks the normalized scores as `PriorNormalized(plausibility=...)` does.
         """
+        plausibility = checked_plausibility(plausibility)
         conditional, prior = self.prompt_token_logprobs(inputs, token_ids)
         return score_tokens(conditional, prior, token_ids, self.alpha, lambda i: self.processor.tokenizer.decode([i]),
                             top_k, plausibility)
@@ -242,7 +253,10 @@ class CaptionScorer:
     def prompt_token_logprobs(self, inputs: dict, token_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """(log P(. | v), log P(.)) at each of `token_ids`' steps after a prompt you built: (len(token_ids), vocabulary)
         each in fp32, the prior this scorer's."""
+        if not token_ids:
+            raise ValueError("token_ids is empty: give the ids of at least one token to score.")
         prefix = self._conditioned_prefix(self.on_device(inputs))
+        self._check_lengths(prefix, [token_ids])
         conditional = forced_logprobs(self.model, prefix, [token_ids])[0][0]
         return conditional, forced_logprobs(self.model, self._prior_prefix(prefix), [token_ids])[0][0]
 

@@ -72,7 +72,7 @@ def score_tokens(conditional: torch.Tensor, prior: torch.Tensor, token_ids: list
         decode: token id -> its text (e.g. `lambda i: tokenizer.decode([i])`).
         top_k: alternatives listed per step and view.
         plausibility: as for `PriorNormalized`: tokens below `plausibility` times the most likely token's
-            conditioned probability get a normalized score of -inf (they cannot be chosen).
+            conditioned probability get a normalized score of -inf (they cannot be chosen); none at alpha 0.
         normalized: (steps, vocab) another method's scores at each step (VCD, ICD, M3ID: what its logits processor
             returned), in place of `conditional - alpha * prior` with `plausibility`; `prior` is then its contrast.
 
@@ -86,7 +86,7 @@ def score_tokens(conditional: torch.Tensor, prior: torch.Tensor, token_ids: list
         normalized = normalized.float()
     else:
         normalized = conditional - alpha * prior
-        if plausibility is not None:
+        if plausibility is not None and alpha > 0:  # alpha 0: plain decoding, no cut (as PriorNormalized's)
             cutoff = conditional.amax(-1, keepdim=True) + math.log(plausibility)
             normalized = normalized.masked_fill(conditional < cutoff, -math.inf)
     shift = torch.log_softmax(normalized, -1) - conditional
