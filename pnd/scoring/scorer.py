@@ -139,7 +139,7 @@ class CaptionScorer:
         ids = self.processor.tokenizer(caption, add_special_tokens=False).input_ids
         if not ids:
             raise ValueError(f"Caption {caption!r} has no tokens.")
-        placeholders = architecture_for(self.model).placeholder_mask(self.model.config, torch.tensor([ids]))[0]
+        placeholders = architecture_for(self.model).placeholder_mask(self.model.config, torch.tensor([ids], device=self.model.device))[0]
         if placeholders.any():
             found = dict.fromkeys(self.processor.tokenizer.decode([i]) for i, p in zip(ids, placeholders.tolist()) if p)
             raise ValueError(f"Caption {caption!r} holds the model's image/video placeholder(s) {', '.join(map(repr, found))}: "
