@@ -40,10 +40,10 @@ def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return allowed.to(dtype).log()
 
 
-
 def is_empty(cache) -> bool:
     """No cache, or a DynamicCache or StaticCache that holds no token yet (a new one given to generate to fill)."""
     return cache is None or isinstance(cache, (DynamicCache, StaticCache)) and int(cache.get_seq_length()) == 0
+
 
 class PairedCache(DynamicCache):
     """A DynamicCache whose rows are [conditioned rows; prior rows] once `add_prior` was called."""

@@ -170,7 +170,7 @@ def prepare_contrast(model, architecture, normalizer, config, kwargs: dict, prio
     if prior == "noise":
         return _padded(architecture, kwargs, _noised(architecture, kwargs, normalizer))
     if prior == "same":  # ONLY: the conditioned inputs, with an intervention on their rows
-        return _sharing(architecture, _with_mask({k: v for k, v in kwargs.items() if torch.is_tensor(v)}), kwargs), 0
+        return _sharing(architecture, {k: v for k, v in kwargs.items() if torch.is_tensor(v)}, kwargs), 0
     contrast = _given(prior_inputs, kwargs["input_ids"])
     check_pixels(contrast, architecture.pixel_keys, "generate's prior_inputs")
     contrast, pad = _padded(architecture, kwargs, contrast)
@@ -242,8 +242,7 @@ def _padded(architecture, kwargs: dict, contrast: dict) -> tuple[dict, int]:
     if pad and kwargs.get("position_ids") is not None:
         raise ValueError("generate got position_ids, but the contrast prompt is longer than the prompt, which pnd pads to "
                          "its length: leave position_ids out (generate computes them).")
-    for inputs in (kwargs, contrast):
-        _with_mask(inputs)
+    for inputs in (kwargs, contrast):  # each with its attention mask (`prepare_contrast`, `_given`)
         extra = length - inputs["input_ids"].shape[1]
         if extra:
             ids = inputs["input_ids"]  # padding ids: the row's last token, text (a visual id would be read as one)

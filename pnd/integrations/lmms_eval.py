@@ -321,25 +321,17 @@ class PndHf(lmms):
     def _method_scores(self, requests, batch: list) -> list[list[float]]:
         """`_score_documents` where the method scores (`_shares_prompts` is False): one document, each choice forced
         through `generate` with the method (its plausibility cut off), the mean of the method's scores of its tokens;
-        a text-only document's: the plain model's."""
+        a text-only document's: the plain model's (`_score_documents`)."""
         ((task, split, doc_id, context), indices), = batch
         doc, visuals = self._visuals(requests[indices[0]].args[2], task, split, doc_id)
-        documents = [(context, visuals, self._choices(requests, indices, doc))]
-
-        def forced(chosen: list) -> list[list[float]]:
-            (context, visuals, choices), = chosen
-            inputs, extra = self._batch_inputs([(context, visuals)]), self._contrast([(context, visuals)])
-            method, scores = self.normalizer.without_cut(), []
-            for ids in map(self._scorer.caption_ids, choices):
-                steps = forced_steps(self.model, inputs, method, ids, **extra)[2]
-                scores.append(float(steps[torch.arange(len(ids)), ids].mean()))
-            return [scores]
-
-        def plain(chosen: list) -> list[list[float]]:
-            (context, visuals, choices), = chosen
-            return [self._scorer.likelihoods(self._batch_inputs([(context, visuals)]), [choices])[0].tolist()]
-
-        return self._plain_without_visuals(documents, forced, plain)
+        if not visuals:
+            return self._score_documents(requests, batch)
+        inputs, extra = self._batch_inputs([(context, visuals)]), self._contrast([(context, visuals)])
+        method, scores = self.normalizer.without_cut(), []
+        for ids in map(self._scorer.caption_ids, self._choices(requests, indices, doc)):
+            steps = forced_steps(self.model, inputs, method, ids, **extra)[2]
+            scores.append(float(steps[torch.arange(len(ids)), ids].mean()))
+        return [scores]
 
     @staticmethod
     def _choices(requests, indices: list[int], doc) -> list[str]:

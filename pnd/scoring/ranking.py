@@ -208,10 +208,10 @@ def rerank(first_stage: torch.Tensor, top_k: int, score_fn, fuse: float = 0.0) -
     if torch.isnan(first_stage).any():
         raise ValueError(f"first_stage holds {int(torch.isnan(first_stage).sum())} NaN score(s), which topk would "
                          "rank first: fix them (or give them -inf to leave those candidates out).")
-    out = torch.full(first_stage.shape, float("-inf"), dtype=torch.float32)
+    out = torch.full(first_stage.shape, float("-inf"), dtype=torch.float32, device=first_stage.device)
     candidates = first_stage.topk(min(top_k, first_stage.shape[1]), dim=1).indices
     for query, chosen in enumerate(candidates):
-        new = torch.as_tensor(score_fn(query, chosen.tolist())).float()
+        new = torch.as_tensor(score_fn(query, chosen.tolist())).to(out.device, torch.float32)
         if new.shape != chosen.shape:
             raise ValueError(f"score_fn({query}, <{len(chosen)} candidates>) returned scores of shape "
                              f"{tuple(new.shape)}: it must return one score per candidate, shape ({len(chosen)},).")

@@ -139,7 +139,8 @@ class CaptionScorer:
         ids = self.processor.tokenizer(caption, add_special_tokens=False).input_ids
         if not ids:
             raise ValueError(f"Caption {caption!r} has no tokens.")
-        placeholders = architecture_for(self.model).placeholder_mask(self.model.config, torch.tensor([ids], device=self.model.device))[0]
+        ids_on_host = torch.tensor([ids], device="cpu")  # a check of the token ids: no copy to the model's device
+        placeholders = architecture_for(self.model).placeholder_mask(self.model.config, ids_on_host)[0]
         if placeholders.any():
             found = dict.fromkeys(self.processor.tokenizer.decode([i]) for i, p in zip(ids, placeholders.tolist()) if p)
             raise ValueError(f"Caption {caption!r} holds the model's image/video placeholder(s) {', '.join(map(repr, found))}: "
